@@ -1,0 +1,64 @@
+"""The ``pgnn`` command.
+
+Each sub-command lives in ``pgnn/commands/<name>.py`` with two functions, ``add_arguments(parser)`` and
+``run(args) -> int``. They are imported only when chosen, so ``pgnn --help`` stays fast (torch alone takes
+seconds to import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from pgnn.errors import DataError
+
+# sub-command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "synth": ("pgnn.commands.synth", "write a synthetic KITTI dataset (training/ + ImageSets/)"),
+    "inspect": ("pgnn.commands.inspect", "print a frame's point and object counts as JSON"),
+    "crop": ("pgnn.commands.crop", "write a frame's camera field-of-view points as a velodyne_reduced .bin"),
+    "render": ("pgnn.commands.render", "draw a bird's-eye view of a frame's points and label boxes"),
+    "graph": ("pgnn.commands.graph", "print a frame's multi-level Point-GNN graph as JSON"),
+    "eval": ("pgnn.commands.eval", "official KITTI AP (2D/AOS/BEV/3D, R11+R40) of a prediction folder"),
+    "import-weights": ("pgnn.commands.import_weights", "convert the authors' released weights to a checkpoint"),
+    "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
+    "train": ("pgnn.commands.train", "train a Point-GNN model"),
+    "bench": ("pgnn.commands.bench", "run a benchmark and print JSON"),
+}
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    return {n: v for n, v in COMMANDS.items() if importlib.util.find_spec(v[0]) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser; sub-command arguments are added by their modules."""
+    parser = argparse.ArgumentParser(prog="pgnn", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_) in _available().items():
+        sub.add_parser(name, help=help_, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _available()
+    if not argv or argv[0] not in commands:
+        build_parser().parse_args(argv or ["--help"])
+        return 2
+    name = argv[0]
+    module = importlib.import_module(commands[name][0])
+    parser = argparse.ArgumentParser(prog=f"pgnn {name}", description=commands[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except DataError as e:
+        print(f"pgnn {name}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
