@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``dest``; rename it onto ``dest`` if the block exits cleanly.
@@ -31,6 +37,7 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp_path, dest)
     finally:
         if tmp_path.exists():

@@ -1,0 +1,41 @@
+"""``pgnn crop ROOT FRAME_ID OUT.bin``: the scan rows image_2 sees, as a velodyne_reduced ``.bin``.
+
+This is the file SECOND / OpenPCDet / mmdetection3d call ``velodyne_reduced/NNNNNN.bin``: the raw velodyne
+rows (all 4 columns, original order) whose projection P2 . R0_rect . Tr_velo_to_cam . [x, y, z, 1] lands in
+image_2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from pgnn.data.kitti import fov_mask, frame_paths, image_size, read_calib, read_velodyne, write_velodyne
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", help="KITTI root (holds training/)")
+    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000000")
+    parser.add_argument("out", help=".bin file to write (float32 x, y, z, reflectance)")
+    parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")
+
+
+def crop_frame(root: str | Path, frame_id: str, subset: str = "training") -> np.ndarray:
+    """The field-of-view rows of a frame's velodyne scan.
+
+    Shapes:
+        returns (K, 4) float32, velodyne frame, in scan order.
+    """
+    paths = frame_paths(root, frame_id, subset)
+    scan = read_velodyne(paths.points)  # (N, 4)
+    width, height = image_size(paths.image)
+    return scan[fov_mask(scan[:, :3], read_calib(paths.calib), width, height)]
+
+
+def run(args: argparse.Namespace) -> int:
+    points = crop_frame(args.root, args.frame_id, subset=args.subset)
+    write_velodyne(args.out, points)
+    print(f"{args.out}: {len(points)} points")
+    return 0
