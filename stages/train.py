@@ -1,0 +1,17 @@
+"""DVC stage `train`: train on data/graphs/train; checkpoints in models/checkpoints (resumable), the final
+model in models/model.pt, dvclive logs in dvclive/train, the summary in metrics/train.json."""
+
+from _common import ROOT, params
+
+from pgnn.presets import resolve
+from pgnn.steps import train_step
+
+if __name__ == "__main__":
+    train_step(
+        resolve(params()),
+        ROOT / "data" / "graphs" / "train",
+        ROOT / "models" / "checkpoints",
+        ROOT / "models" / "model.pt",
+        ROOT / "dvclive" / "train",
+        ROOT / "metrics" / "train.json",
+    )
