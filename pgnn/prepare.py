@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from pgnn.data.kitti import Calib, Frame, Label, frame_paths, load_frame
 from pgnn.errors import DataError
 from pgnn.io import atomic_path, sha256_file
-from pgnn.shards import ShardTask, build_shards, chunk_ids, code_version, stable_hash
+from pgnn.shards import ShardPlan, ShardTask, chunk_ids, code_version, stable_hash
 
 SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
 _META_KEY = b"pgnn.frames"
@@ -152,18 +152,17 @@ def _build_prepared(task: ShardTask, path: Path, *, root: str, painted: bool) ->
 PREPARE_MODULES = ("pgnn.prepare", "pgnn.data.kitti")
 
 
-def prepare_split(
+def prepare_plan(
     root: str | Path,
     frame_ids: Sequence[str],
     out_dir: str | Path,
     *,
     painted: bool = False,
     frames_per_shard: int = 16,
-    workers: int = 1,
-) -> dict[str, Any]:
-    """Crop, featurise and label ``frame_ids`` of the KITTI root into parquet shards under ``out_dir``.
+) -> ShardPlan:
+    """The plan to crop, featurise and label ``frame_ids`` of the KITTI root into parquet shards.
 
-    Shards whose input files, params and code are unchanged are kept (see :mod:`pgnn.shards`).
+    A shard's key hashes its frames' input files, the params and this code (see :mod:`pgnn.shards`).
     """
     root = Path(root)
     params = {"painted": painted, "frames_per_shard": frames_per_shard}
@@ -173,12 +172,5 @@ def prepare_split(
         inputs = {fid: [sha256_file(p) for p in _frame_files(root, fid, painted)] for fid in ids}
         key = stable_hash({"inputs": inputs, "params": params, "code": code})
         tasks.append(ShardTask(file=f"shard-{i:04d}.parquet", frames=tuple(ids), key=key))
-    return build_shards(
-        out_dir,
-        tasks,
-        partial(_build_prepared, root=str(root), painted=painted),
-        kind="prepared",
-        params=params,
-        code=code,
-        workers=workers,
-    )
+    build = partial(_build_prepared, root=str(root), painted=painted)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "prepared", params, code)

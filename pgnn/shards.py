@@ -66,6 +66,22 @@ class ShardTask:
     key: str
 
 
+@dataclass(frozen=True)
+class ShardPlan:
+    """Everything needed to build one artifact folder: its shards, how to build one, and its manifest fields.
+
+    ``build(task, path)`` must be picklable (a module-level function or ``functools.partial`` of one) so that
+    process pools, Dask and Prefect workers can run it.
+    """
+
+    out_dir: Path
+    tasks: tuple[ShardTask, ...]
+    build: Callable[[ShardTask, Path], None]
+    kind: str
+    params: dict[str, Any]
+    code: str
+
+
 def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
     """The manifest of ``out_dir``, or None if absent or unreadable (then everything is rebuilt)."""
     path = Path(out_dir) / MANIFEST
@@ -145,6 +161,20 @@ def build_shards(
         if p.is_file() and p.name not in keep:
             p.unlink()
     return final
+
+
+def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """:func:`build_shards` of a :class:`ShardPlan`."""
+    return build_shards(
+        plan.out_dir,
+        plan.tasks,
+        plan.build,
+        kind=plan.kind,
+        params=plan.params,
+        code=plan.code,
+        workers=workers,
+        log=log,
+    )
 
 
 def _one_thread() -> None:

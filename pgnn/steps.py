@@ -29,16 +29,21 @@ def synth_step(cfg: SyntheticConfig, out_dir: Path) -> None:
     generate_dataset(out_dir, cfg.frames, cfg.seed, cfg.val_fraction)
 
 
-def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> dict[str, Any]:
-    """FOV crop + features + labels of one split into parquet shards."""
+def prepare_plan(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> Any:
+    """The shard plan of the prepare step of one split (see :class:`pgnn.shards.ShardPlan`)."""
     from pgnn.data.kitti import frame_ids
-    from pgnn.prepare import prepare_split
+    from pgnn.prepare import prepare_plan as plan
 
     root = root_dir / data.root
     ids = frame_ids(root, split_name(data, which), painted=data.painted)
-    return prepare_split(
-        root, ids, out_dir, painted=data.painted, frames_per_shard=data.frames_per_shard, workers=data.workers
-    )
+    return plan(root, ids, out_dir, painted=data.painted, frames_per_shard=data.frames_per_shard)
+
+
+def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> dict[str, Any]:
+    """FOV crop + features + labels of one split into parquet shards."""
+    from pgnn.shards import run_plan
+
+    return run_plan(prepare_plan(data, which, out_dir, root_dir), workers=data.workers)
 
 
 def copy_atomic(src: Path, dest: Path) -> None:
@@ -145,7 +150,14 @@ def _build_graph_shard(
 def graphs_step(
     recipe: Any, which: str, prepared_dir: Path, out_dir: Path, frames_per_shard: int, workers: int
 ) -> dict[str, Any]:
-    """Graphs + targets of one split (training graph for "train", runtime graph otherwise) into npz shards.
+    """Graphs + targets of one split (training graph for "train", runtime graph otherwise) into npz shards."""
+    from pgnn.shards import run_plan
+
+    return run_plan(graphs_plan(recipe, which, prepared_dir, out_dir, frames_per_shard), workers=workers)
+
+
+def graphs_plan(recipe: Any, which: str, prepared_dir: Path, out_dir: Path, frames_per_shard: int) -> Any:
+    """The shard plan of the graphs step of one split.
 
     Shard keys hash the prepared shards' bytes, the graph/targets params and the code version, so a changed
     training param never rebuilds graphs, and a killed run resumes (pgnn/shards.py).
@@ -153,7 +165,7 @@ def graphs_step(
     from functools import partial
 
     from pgnn.io import sha256_file
-    from pgnn.shards import ShardTask, build_shards, chunk_ids, code_version, read_manifest, stable_hash
+    from pgnn.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
 
     manifest = read_manifest(prepared_dir)
     if manifest is None:
@@ -187,7 +199,7 @@ def graphs_step(
         targets_cfg=recipe.targets,
         seed=recipe.graph_seed,
     )
-    return build_shards(out_dir, tasks, build, kind="graphs", params=params, code=code, workers=workers)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "graphs", params, code)
 
 
 # ----------------------------------------------------------------------------------------------- train
