@@ -1,0 +1,70 @@
+"""Human- and DVC-readable outputs of the KITTI evaluation: a text table and PR-curve files."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+
+from pgnn.eval.kitti import CLASSES, DIFFICULTIES, METRICS, recall_points
+from pgnn.io import write_text_atomic
+
+
+def _split(key: str) -> tuple[str, str, str, str]:
+    cls, metric, diff, sampling = key.split("/")
+    return cls, metric, diff, sampling
+
+
+def format_table(results: dict[str, float]) -> str:
+    """A fixed-width table of flat AP results: one row per class and metric, R40 then R11 columns.
+
+    Missing entries show as ``-``.
+    """
+    rows = sorted(
+        {_split(k)[:2] for k in results},
+        key=lambda cm: (
+            CLASSES.index(cm[0]) if cm[0] in CLASSES else len(CLASSES),
+            cm[0],
+            METRICS.index(cm[1]) if cm[1] in METRICS else len(METRICS),
+        ),
+    )
+    cols = [(s, d) for s in ("R40", "R11") for d in DIFFICULTIES]
+    head1 = f"{'':<12}{'':<8}" + "".join(f"{s + ' ' + d:>14}" for s, d in cols)
+    lines = [head1, "-" * len(head1)]
+    for cls, metric in rows:
+        cells = []
+        for s, d in cols:
+            v = results.get(f"{cls}/{metric}/{d}/{s}")
+            cells.append(f"{'-' if v is None else f'{v:.2f}':>14}")
+        lines.append(f"{cls:<12}{metric:<8}" + "".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def write_curves(curves: dict[str, np.ndarray], out_dir: str | Path) -> list[Path]:
+    """Write one CSV per class and metric, ``<out_dir>/<class>_<metric>.csv``, atomically.
+
+    Columns: ``recall`` (0, 1/40, .., 1), then one column per difficulty (``easy``, ``moderate``, ``hard``)
+    with the interpolated precision (orientation similarity for ``aos``) in [0, 1]. DVC plots them with
+    ``x: recall`` and ``y: [easy, moderate, hard]``. Returns the written paths.
+    """
+    out_dir = Path(out_dir)
+    groups: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for key, values in curves.items():
+        cls, metric, diff = key.split("/")
+        groups.setdefault((cls, metric), {})[diff] = values
+    recall = recall_points()
+    written = []
+    for (cls, metric), by_diff in groups.items():
+        diffs = [d for d in DIFFICULTIES if d in by_diff]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["recall", *diffs])
+        for i, r in enumerate(recall):
+            writer.writerow([f"{r:.6g}", *(f"{by_diff[d][i]:.6f}" for d in diffs)])
+        path = out_dir / f"{cls}_{metric}.csv"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, buf.getvalue())
+        written.append(path)
+    return written
