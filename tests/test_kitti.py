@@ -146,11 +146,11 @@ def _independent_counts(texts: dict[str, str]) -> tuple[Counter, Counter]:
                 levels["none"] += 1
                 continue
             height, occ, trunc = float(f[7]) - float(f[5]), int(f[2]), float(f[1])
-            if height >= 40 and occ <= 0 and trunc <= 0.15:
+            if height > 40 and occ <= 0 and trunc <= 0.15:
                 levels["easy"] += 1
-            elif height >= 25 and occ <= 1 and trunc <= 0.3:
+            elif height > 25 and occ <= 1 and trunc <= 0.3:
                 levels["moderate"] += 1
-            elif height >= 25 and occ <= 2 and trunc <= 0.5:
+            elif height > 25 and occ <= 2 and trunc <= 0.5:
                 levels["hard"] += 1
             else:
                 levels["none"] += 1
@@ -190,22 +190,22 @@ def test_all_7481_training_label_files_parse(shared_data: Path) -> None:
              "Misc": 973, "Tram": 511, "Person_sitting": 222}
     assert classes == Counter(known)
     # and the difficulty split this module computes (a regression guard; "none" includes the 11295 DontCare)
-    assert (levels["easy"], levels["moderate"], levels["hard"], levels["none"]) == (9999, 13373, 7979, 20514)
-    assert [table["Car", k] for k in ("easy", "moderate", "hard", "none")] == [5971, 9739, 6006, 7026]
+    assert (levels["easy"], levels["moderate"], levels["hard"], levels["none"]) == (9995, 13372, 7977, 20521)
+    assert [table["Car", k] for k in ("easy", "moderate", "hard", "none")] == [5968, 9738, 6004, 7032]
 
 
 @pytest.mark.parametrize(
     ("label", "expected"),
     [
-        (_make_label(top=100.0, bottom=140.0, occluded=0, truncated=0.15), 0),  # every easy bound met exactly
-        (_make_label(top=100.0, bottom=139.99, occluded=0, truncated=0.0), 1),  # 39.99 px: not easy
+        (_make_label(top=100.0, bottom=140.01, occluded=0, truncated=0.15), 0),  # just over 40 px, bounds met
+        (_make_label(top=100.0, bottom=140.0, occluded=0, truncated=0.0), 1),  # 40.00 px: the devkit says not easy
         (_make_label(occluded=1), 1),
         (_make_label(truncated=0.1500001), 1),
-        (_make_label(top=100.0, bottom=125.0, occluded=1, truncated=0.3), 1),  # every moderate bound exactly
+        (_make_label(top=100.0, bottom=125.01, occluded=1, truncated=0.3), 1),  # every moderate bound exactly
         (_make_label(truncated=0.3000001), 2),
         (_make_label(occluded=2), 2),
-        (_make_label(top=100.0, bottom=125.0, occluded=2, truncated=0.5), 2),  # every hard bound exactly
-        (_make_label(top=100.0, bottom=124.99), -1),  # 24.99 px
+        (_make_label(top=100.0, bottom=125.01, occluded=2, truncated=0.5), 2),  # every hard bound exactly
+        (_make_label(top=100.0, bottom=125.0), -1),  # 25.00 px: ignored by the devkit
         (_make_label(truncated=0.5000001), -1),
         (_make_label(occluded=3), -1),
         (_make_label(kind="DontCare", occluded=-1, truncated=-1.0), -1),

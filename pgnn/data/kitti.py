@@ -47,9 +47,10 @@ ry = -pi/2 heading along +z (away from the camera)::
            +---------> x (right)          (bird's-eye view, y into the page = down; drawn: ry = -pi/2)
 
 Difficulty follows the official devkit (cpp/evaluate_object.cpp): a ground-truth object belongs to level d
-when its 2D box height (bottom - top, px) >= MIN_HEIGHT[d], occlusion <= MAX_OCCLUSION[d] and truncation <=
-MAX_TRUNCATION[d], with (40, 25, 25) px, (0, 1, 2), (0.15, 0.30, 0.50) for easy, moderate, hard. (Some
-Python ports ignore ``height <= MIN_HEIGHT``; the devkit ignores ``<``: a 40.00 px box is easy.)
+when its 2D box height (bottom - top, px) > MIN_HEIGHT[d], occlusion <= MAX_OCCLUSION[d] and truncation <=
+MAX_TRUNCATION[d], with (40, 25, 25) px, (0, 1, 2), (0.15, 0.30, 0.50) for easy, moderate, hard. (The
+devkit ignores ground truth with ``height <= MIN_HEIGHT`` (evaluate_object.cpp, cleanData), so a 40.00 px box is
+not easy; detections are ignored only when ``height < MIN_HEIGHT``.)
 
 Every reader raises ``pgnn.errors.DataError`` naming the file (and line) and what it expected.
 """
@@ -85,6 +86,10 @@ DIFFICULTY_NAMES: tuple[str, ...] = ("easy", "moderate", "hard")
 MIN_HEIGHT: tuple[float, ...] = (40.0, 25.0, 25.0)
 MAX_OCCLUSION: tuple[int, ...] = (0, 1, 2)
 MAX_TRUNCATION: tuple[float, ...] = (0.15, 0.3, 0.5)
+
+# The image_2 size of most KITTI frames (the original hard-codes it for its truncation test): the field of
+# view of a scan read without its image.
+DEFAULT_IMAGE_SIZE: tuple[int, int] = (1242, 375)
 
 # PointPainting score columns of painted_lidar rows (after x, y, z, reflectance).
 PAINTED_CLASSES: tuple[str, ...] = ("background", "bicycle_or_rider", "car", "pedestrian")
@@ -443,14 +448,14 @@ def labels_to_boxes(labels: Sequence[Label]) -> np.ndarray:
 def difficulty(label: Label) -> int:
     """KITTI difficulty: 0 easy, 1 moderate, 2 hard, -1 none (too small, occluded or truncated; and DontCare).
 
-    A label counts at the easiest level whose three devkit conditions it meets: box height (bottom - top) >=
+    A label counts at the easiest level whose three devkit conditions it meets: box height (bottom - top) >
     MIN_HEIGHT, occluded <= MAX_OCCLUSION, truncated <= MAX_TRUNCATION.
     """
     if label.type == "DontCare":
         return -1
     height = label.bbox[3] - label.bbox[1]
     for level in range(3):
-        if (height >= MIN_HEIGHT[level] and label.occluded <= MAX_OCCLUSION[level]
+        if (height > MIN_HEIGHT[level] and label.occluded <= MAX_OCCLUSION[level]
                 and label.truncated <= MAX_TRUNCATION[level]):
             return level
     return -1
@@ -537,6 +542,41 @@ def fov_mask(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.
     return (w > 0) & (u >= 0) & (u < width) & (v >= 0) & (v < height)
 
 
+def rect_to_cam2_offset(P2: np.ndarray) -> np.ndarray:
+    """Camera 2's rectified frame minus the rectified camera 0 (label) frame: ``K^-1 . P2[:, 3]``.
+
+    K = P2[:, :3].
+
+    The two frames differ by this translation only (P2 = K [I | t]); for KITTI's calibs it is about
+    (+0.06, -0.001, +0.004) m. The original Point-GNN fed its network points in camera 2's frame.
+
+    Shapes:
+        P2: (3, 4) -> (3,) float64.
+    """
+    P2 = np.asarray(P2, dtype=np.float64)
+    if P2.shape != (3, 4):
+        raise ValueError(f"P2: expected shape (3, 4), got {P2.shape}")
+    return np.linalg.solve(P2[:, :3], P2[:, 3])
+
+
+def points_rect_to_cam2(xyz: np.ndarray, P2: np.ndarray) -> np.ndarray:
+    """Rectified camera 0 (label) frame -> camera 2's rectified frame: ``x + K^-1 . P2[:, 3]``.
+
+    Shapes:
+        xyz: (N, 3) -> (N, 3) float64.
+    """
+    return np.asarray(xyz, dtype=np.float64) + rect_to_cam2_offset(P2)
+
+
+def points_cam2_to_rect(xyz: np.ndarray, P2: np.ndarray) -> np.ndarray:
+    """Camera 2's rectified frame -> rectified camera 0 (label) frame (inverse of ``points_rect_to_cam2``).
+
+    Shapes:
+        xyz: (N, 3) -> (N, 3) float64.
+    """
+    return np.asarray(xyz, dtype=np.float64) - rect_to_cam2_offset(P2)
+
+
 # ----------------------------------------------------------------------------------------------------
 # frames
 
@@ -607,23 +647,51 @@ def load_frame(root: str | Path, frame_id: str, painted: bool = False, subset: s
     calib = read_calib(paths.calib)
     scan = read_scan(paths, painted)  # (N, 4) or (N, 8)
     image = read_image(paths.image)  # (H, W, 3)
-    height, width = image.shape[:2]
-    check_image_matches_calib(calib, width, height, paths.image)
+    check_image_matches_calib(calib, image.shape[1], image.shape[0], paths.image)
+    labels = read_labels(paths.label) if paths.label.is_file() else []
+    return frame_from_scan(frame_id, scan, calib, image=image, labels=labels, painted=painted)
+
+
+def frame_from_scan(
+    frame_id: str,
+    scan: np.ndarray,
+    calib: Calib,
+    *,
+    image: np.ndarray | None = None,
+    image_size: tuple[int, int] | None = None,
+    labels: Sequence[Label] = (),
+    painted: bool = False,
+) -> Frame:
+    """Crop a velodyne scan to image_2's field of view and move it to the rectified camera frame.
+
+    The view is ``image``'s size, else ``image_size`` (width, height), else ``DEFAULT_IMAGE_SIZE``. Without an
+    image the points' ``rgb`` is all zeros (there is no colour to sample). ``painted`` scans carry the 4
+    PointPainting scores in columns 4-7.
+
+    Shapes:
+        scan: (N, 4) velodyne [x, y, z, reflectance] or (N, 8) painted rows; image: (H, W, 3) uint8
+    """
+    if image is not None:
+        height, width = image.shape[:2]
+    else:
+        width, height = image_size if image_size is not None else DEFAULT_IMAGE_SIZE
     keep = fov_mask(scan[:, :3], calib, width, height)  # (N,)
     kept = scan[keep]  # (K, 4|8)
     rect = points_velo_to_rect(kept[:, :3], calib)  # (K, 3) float64
-    uv, _ = points_rect_to_image(rect, calib)  # (K, 2)
-    cols = np.clip(np.floor(uv[:, 0]).astype(np.int64), 0, width - 1)
-    rows = np.clip(np.floor(uv[:, 1]).astype(np.int64), 0, height - 1)
-    rgb = image[rows, cols].astype(np.float32) / np.float32(255.0)  # (K, 3)
-    labels = read_labels(paths.label) if paths.label.is_file() else []
+    if image is not None:
+        uv, _ = points_rect_to_image(rect, calib)  # (K, 2)
+        cols = np.clip(np.floor(uv[:, 0]).astype(np.int64), 0, width - 1)
+        rows = np.clip(np.floor(uv[:, 1]).astype(np.int64), 0, height - 1)
+        rgb = image[rows, cols].astype(np.float32) / np.float32(255.0)  # (K, 3)
+    else:
+        rgb = np.zeros((len(kept), 3), dtype=np.float32)
     return Frame(
         frame_id=frame_id,
         points_rect=rect.astype(np.float32),
         intensity=kept[:, 3].astype(np.float32),
         rgb=rgb,
         scores=kept[:, 4:8].astype(np.float32) if painted else None,
-        labels=labels,
+        labels=list(labels),
         calib=calib,
         image_size=(int(width), int(height)),
     )
