@@ -1,8 +1,10 @@
-"""Bird's-eye pictures of a frame: its points seen from above and its boxes' footprints.
+"""Pictures of a frame: its points seen from above with its boxes' footprints, and its image with 3D boxes.
 
-The view is the rectified camera frame seen from above: x (right) across the page, z (forward) up the page,
-the camera at the origin looking up. Functions here are pure: they take a ``Frame`` (and optional
-detections) and return a matplotlib ``Figure`` built without pyplot (no global figure state), or write a PNG.
+The bird's-eye view is the rectified camera frame seen from above: x (right) across the page, z (forward) up
+the page, the camera at the origin looking up. The image view draws each 3D box's 12 edges projected into
+image_2 with P2 (edges cut at a near plane in front of the camera, so boxes partly behind it draw correctly).
+Functions here are pure: they take a ``Frame`` or an image (and optional detections) and return a matplotlib
+``Figure`` built without pyplot (no global figure state), or write a PNG.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from matplotlib import patheffects
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Polygon
 
-from pgnn.boxes import boxes_bev_footprints
+from pgnn.boxes import BOX_EDGES, boxes_bev_footprints, boxes_to_corners
 from pgnn.data.kitti import KITTI_CLASSES, PAINTED_CLASSES, Calib, Frame, Label
 from pgnn.io import atomic_path
 
@@ -167,7 +171,7 @@ def bev_figure(
     ax.plot([0], [0], marker="^", markersize=8, color="white", zorder=5)  # the camera
     _style_axes(ax)
     ax.set_title(_title(frame, len(xz), detections), color=_FOREGROUND, fontsize=10, loc="left")
-    _legend(ax, frame.labels, color_by)
+    _legend(ax, frame.labels, color_by, with_detections=bool(detections))
     if values.ndim == 1:
         bar = fig.colorbar(mapped, ax=ax, fraction=0.035, pad=0.02)
         bar.set_label("height above camera (m)" if color_by == "height" else "reflectance", color=_FOREGROUND)
@@ -187,10 +191,12 @@ def _style_axes(ax: Axes) -> None:
     ax.set_axisbelow(True)
 
 
-def _legend(ax: Axes, labels: Sequence[Label], color_by: str) -> None:
+def _legend(ax: Axes, labels: Sequence[Label], color_by: str, with_detections: bool = False) -> None:
     present = [c for c in KITTI_CLASSES if any(label.type == c for label in labels)]
     handles = [Line2D([], [], color=CLASS_COLORS[c], linewidth=1.7, linestyle=(0, (4, 3)) if c == "DontCare"
                       else "-", label=c) for c in present]
+    if with_detections:
+        handles.append(Line2D([], [], color=_FOREGROUND, linewidth=0.9, label="detection (thin, score)"))
     if color_by == "painted":
         handles += [Line2D([], [], color=col, marker="o", linestyle="", markersize=4, label=f"point: {name}")
                     for name, col in zip(PAINTED_CLASSES, PAINTED_COLORS, strict=True)]
@@ -205,3 +211,100 @@ def write_bev_png(frame: Frame, path: str | Path, **kwargs: object) -> None:
     fig = bev_figure(frame, **kwargs)  # type: ignore[arg-type]
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", facecolor=fig.get_facecolor(), bbox_inches="tight", pad_inches=0.12)
+
+
+# ----------------------------------------------------------------------------------------------------
+# image view
+
+
+def project_box_edges(boxes: np.ndarray, P: np.ndarray, near: float = 0.1) -> list[np.ndarray]:
+    """The image segments of each box's 12 edges, cut where they pass behind the plane depth = ``near``.
+
+    Depth is the third homogeneous coordinate ``P[2] . [X, 1]``; the part of an edge with depth < ``near`` is
+    dropped (interpolated in homogeneous coordinates, which P maps affinely), so no segment is ever mirrored
+    through the camera. A box wholly behind the plane has no segments.
+
+    Shapes:
+        boxes: (M, 7) in the camera frame of ``P``; P: (3, 4)
+        return: M arrays of shape (S, 2, 2): S <= 12 segments [[u0, v0], [u1, v1]] in pixels
+    """
+    P = np.asarray(P, dtype=np.float64)
+    corners = boxes_to_corners(np.asarray(boxes, dtype=np.float64).reshape(-1, 7))  # (M, 8, 3)
+    hom = np.concatenate([corners, np.ones((*corners.shape[:2], 1))], axis=2) @ P.T  # (M, 8, 3)
+    h0 = hom[:, BOX_EDGES[:, 0], :]  # (M, 12, 3)
+    h1 = hom[:, BOX_EDGES[:, 1], :]  # (M, 12, 3)
+    d0 = h0[..., 2] - near  # (M, 12)
+    d1 = h1[..., 2] - near  # (M, 12)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(d0 != d1, d0 / (d0 - d1), 0.0)  # (M, 12) where the edge meets the plane
+    cut = h0 + t[..., None] * (h1 - h0)  # (M, 12, 3)
+    a = np.where((d0 >= 0.0)[..., None], h0, cut)  # (M, 12, 3) the front part's ends
+    b = np.where((d1 >= 0.0)[..., None], h1, cut)  # (M, 12, 3)
+    visible = (d0 >= 0.0) | (d1 >= 0.0)  # (M, 12)
+    seg = np.stack([a, b], axis=2)  # (M, 12, 2, 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        uv = seg[..., :2] / seg[..., 2:3]  # (M, 12, 2, 2)
+    return [uv[m][visible[m]] for m in range(uv.shape[0])]
+
+
+def _draw_image_boxes(ax: Axes, labels: Sequence[Label], P: np.ndarray, linewidth: float,
+                      linestyle: str | tuple[int, tuple[int, int]], detections: bool) -> None:
+    """Labels thin and dashed; detections solid with a dark halo and their score above the box."""
+    with_box = [lab for lab in labels if _has_box(lab)]
+    if not with_box:
+        return
+    halo = [patheffects.withStroke(linewidth=linewidth + 1.6, foreground="black", alpha=0.8)] if detections \
+        else []
+    boxes = np.stack([_label_box(lab) for lab in with_box])  # (M, 7)
+    for lab, segments in zip(with_box, project_box_edges(boxes, P), strict=True):
+        color = CLASS_COLORS.get(lab.type, _FOREGROUND)
+        if len(segments):
+            lines = LineCollection(segments, colors=color, linewidths=linewidth, linestyles=linestyle,
+                                   zorder=4 if detections else 3, capstyle="round")
+            lines.set_path_effects(halo)
+            ax.add_collection(lines)
+        if detections and lab.score is not None and len(segments):
+            uv = segments.reshape(-1, 2)  # (2S, 2)
+            ax.text(float(uv[:, 0].min()), float(uv[:, 1].min()) - 2.0, f"{lab.score:.2f}", color=color,
+                    fontsize=7, ha="left", va="bottom", zorder=5, clip_on=True, path_effects=halo)
+
+
+def image_figure(
+    image: np.ndarray,
+    P: np.ndarray,
+    labels: Sequence[Label] = (),
+    detections: Sequence[Label] = (),
+    title: str | None = None,
+    dpi: int = 100,
+) -> Figure:
+    """``image`` with the 3D boxes of ``labels`` (thin, dashed) and ``detections`` (solid, dark halo, score).
+
+    Boxes are in the rectified camera frame and projected with ``P`` (KITTI's P2); colours per class as in
+    the bird's-eye view. DontCare regions and box-less lines are not drawn. The figure has the image's pixel
+    size at ``dpi``.
+
+    Shapes:
+        image: (H, W, 3) uint8; P: (3, 4)
+    """
+    height, width = image.shape[:2]
+    fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, facecolor=_BACKGROUND)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
+    ax.imshow(image, interpolation="nearest")
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.set_axis_off()
+    gt = [lab for lab in labels if lab.type != "DontCare"]
+    _draw_image_boxes(ax, gt, P, linewidth=1.1, linestyle=(0, (4, 3)), detections=False)
+    _draw_image_boxes(ax, detections, P, linewidth=1.5, linestyle="-", detections=True)
+    if title:
+        ax.text(6, 6, title, color="white", fontsize=9, ha="left", va="top", zorder=5,
+                bbox={"facecolor": _BACKGROUND, "alpha": 0.7, "edgecolor": "none", "pad": 2})
+    return fig
+
+
+def write_image_png(image: np.ndarray, P: np.ndarray, path: str | Path, **kwargs: object) -> None:
+    """Render ``image_figure(image, P, **kwargs)`` to a PNG at ``path`` (the image's size), atomically."""
+    fig = image_figure(image, P, **kwargs)  # type: ignore[arg-type]
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", facecolor=fig.get_facecolor())

@@ -49,8 +49,8 @@ ry = -pi/2 heading along +z (away from the camera)::
 Difficulty follows the official devkit (cpp/evaluate_object.cpp): a ground-truth object belongs to level d
 when its 2D box height (bottom - top, px) > MIN_HEIGHT[d], occlusion <= MAX_OCCLUSION[d] and truncation <=
 MAX_TRUNCATION[d], with (40, 25, 25) px, (0, 1, 2), (0.15, 0.30, 0.50) for easy, moderate, hard. (The
-devkit ignores ground truth with ``height <= MIN_HEIGHT`` (evaluate_object.cpp, cleanData), so a 40.00 px box is
-not easy; detections are ignored only when ``height < MIN_HEIGHT``.)
+devkit ignores ground truth with ``height <= MIN_HEIGHT`` (evaluate_object.cpp, cleanData), so a 40.00 px
+box is not easy; detections are ignored only when ``height < MIN_HEIGHT``.)
 
 Every reader raises ``pgnn.errors.DataError`` naming the file (and line) and what it expected.
 """
@@ -543,9 +543,9 @@ def fov_mask(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.
 
 
 def rect_to_cam2_offset(P2: np.ndarray) -> np.ndarray:
-    """Camera 2's rectified frame minus the rectified camera 0 (label) frame: ``K^-1 . P2[:, 3]``.
+    """Where camera 2's rectified frame sits in the label frame: ``K^-1 . P2[:, 3]`` with ``K = P2[:, :3]``.
 
-    K = P2[:, :3].
+    A point's camera 2 coordinates are its label-frame coordinates plus this offset.
 
     The two frames differ by this translation only (P2 = K [I | t]); for KITTI's calibs it is about
     (+0.06, -0.001, +0.004) m. The original Point-GNN fed its network points in camera 2's frame.

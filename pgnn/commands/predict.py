@@ -1,0 +1,185 @@
+"""``pgnn predict``: detect objects in KITTI frames and write KITTI result files, with a timing table.
+
+Two ways to name the frames::
+
+    pgnn predict --root ROOT --ids SPLIT_OR_IDS --checkpoint CKPT --out DIR [--png] [--painted] ...
+    pgnn predict --bin FILE.bin --calib CALIB.txt --checkpoint CKPT --out DIR [--image PNG] [--label TXT] ...
+
+``--ids`` is a split file, a split name under ``ROOT/ImageSets`` (``val``), or comma-separated frame ids
+(``3,114`` or ``000003,000114``). ``--bin`` takes any single velodyne scan (or a PointPainting ``.npy``) with
+its calib; without ``--image`` the field of view is ``--image-size`` (default 1242x375) and the points have
+no colour. Each frame gives ``DIR/<id>.txt`` (KITTI's label frame; empty when nothing is detected);
+``--png`` adds ``DIR/png/<id>_bev.png`` and ``DIR/png/<id>_image.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+
+from pgnn.errors import DataError
+
+_RGB_FEATURES = ("irgb", "rgb", "0rgb")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True,
+                        help="a pgnn checkpoint (.pt), e.g. written by import-weights")
+    parser.add_argument("--out", required=True, help="folder for the result files NNNNNN.txt")
+    src = parser.add_argument_group("frames of a KITTI root")
+    src.add_argument("--root",
+                     help="KITTI root (ROOT/training/{velodyne,calib,image_2,label_2}, ROOT/ImageSets)")
+    src.add_argument("--ids",
+                     help="split file, split name under ROOT/ImageSets, or comma-separated frame ids")
+    src.add_argument("--subset", choices=("training", "testing"), default=None,
+                     help="folder under ROOT (default: testing for the split 'test', else training)")
+    src.add_argument("--painted", action="store_true", help="read painted_lidar/*.npy instead of velodyne/")
+    one = parser.add_argument_group("a single scan")
+    one.add_argument("--bin", help="a velodyne .bin (x, y, z, reflectance float32) or a painted .npy")
+    one.add_argument("--calib", help="its KITTI calib file")
+    one.add_argument("--image", default=None, help="its image_2 PNG (optional: field of view and colours)")
+    one.add_argument("--label", default=None, help="its label_2 file (optional: drawn with --png)")
+    one.add_argument("--image-size", default=None, metavar="W,H",
+                     help="field of view without --image (default 1242,375)")
+    parser.add_argument("--png", action="store_true", help="also write bird's-eye and image pictures")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--score-threshold", type=float, default=None,
+                        help="candidates need a class probability above this (default 1/num_classes)")
+    parser.add_argument("--graph-preset", default=None,
+                        help="runtime graph preset (default: the checkpoint's, as its runtime variant)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's; 1 is fastest on a busy machine)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
+    parser.add_argument("--timings-json", default=None, help="also write the timings summary as JSON here")
+    parser.add_argument("--quiet", action="store_true", help="no per-frame lines")
+
+
+def parse_ids(spec: str, root: Path) -> tuple[list[str], str | None]:
+    """Frame ids of ``--ids`` and the split name when ``spec`` named one under ``ROOT/ImageSets``.
+
+    ``spec`` is tried as a file path, then as ``ROOT/ImageSets/<spec>.txt``, then as comma-separated ids
+    (zero-padded to 6 digits).
+    """
+    from pgnn.data.kitti import read_split
+
+    if Path(spec).is_file():
+        return read_split(spec), None
+    split_file = root / "ImageSets" / f"{spec}.txt"
+    if split_file.is_file():
+        return read_split(split_file), spec
+    ids = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part.isdigit() or len(part) > 6:
+            raise DataError("--ids", f"expected a split file, a split name under {root / 'ImageSets'} or "
+                                     f"comma-separated frame ids, got {spec!r}")
+        ids.append(part.zfill(6))
+    return ids, None
+
+
+def parse_image_size(text: str | None) -> tuple[int, int] | None:
+    """``"W,H"`` -> (W, H)."""
+    if text is None:
+        return None
+    try:
+        width, height = (int(v) for v in text.split(","))
+    except ValueError:
+        raise DataError("--image-size", f"expected W,H in pixels, got {text!r}") from None
+    if width <= 0 or height <= 0:
+        raise DataError("--image-size", f"expected positive sizes, got {text!r}")
+    return width, height
+
+
+def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a FrameSource)
+    from pgnn.data.kitti import (
+        check_image_matches_calib,
+        frame_from_scan,
+        read_calib,
+        read_image,
+        read_labels,
+        read_painted,
+        read_velodyne,
+    )
+    from pgnn.predict import FrameSource
+
+    if not args.calib:
+        raise DataError("--bin", "expected --calib CALIB.txt with --bin")
+    if needs_rgb and not args.image:
+        raise DataError("--bin", "this checkpoint's input features need colours: give --image")
+    scan_path = Path(args.bin)
+    size = parse_image_size(args.image_size)
+
+    def load():  # noqa: ANN202
+        calib = read_calib(args.calib)
+        painted = scan_path.suffix == ".npy"
+        scan = read_painted(scan_path) if painted else read_velodyne(scan_path)
+        image = None
+        if args.image:
+            image = read_image(args.image)
+            check_image_matches_calib(calib, image.shape[1], image.shape[0], args.image)
+        labels = read_labels(args.label) if args.label else []
+        return frame_from_scan(scan_path.stem, scan, calib, image=image, image_size=size, labels=labels,
+                               painted=painted)
+
+    return FrameSource(scan_path.stem, load, image_path=Path(args.image) if args.image else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from pgnn.checkpoint import load_model
+    from pgnn.data.kitti import load_frame
+    from pgnn.io import write_json_atomic
+    from pgnn.predict import (
+        FrameSource,
+        postprocess_config,
+        resolve_device,
+        run_frames,
+        runtime_graph_config,
+    )
+
+    if bool(args.root) == bool(args.bin):
+        raise DataError("pgnn predict", "expected either --root with --ids, or --bin with --calib")
+    if args.threads is not None:
+        import torch
+
+        if args.threads < 1:
+            raise DataError("--threads", f"expected a positive number of threads, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    model, meta = load_model(args.checkpoint, device)
+    graph_cfg = runtime_graph_config(meta, args.graph_preset)
+    post_cfg = postprocess_config(meta, score_threshold=args.score_threshold)
+    needs_rgb = meta["input_features"] in _RGB_FEATURES
+
+    if args.bin:
+        sources = [_bin_source(args, needs_rgb)]
+    else:
+        if not args.ids:
+            raise DataError("--root", "expected --ids with --root")
+        root = Path(args.root)
+        ids, split = parse_ids(args.ids, root)
+        subset = args.subset or ("testing" if split == "test" else "training")
+        from pgnn.data.kitti import frame_paths
+
+        sources = [
+            FrameSource(fid, partial(load_frame, root, fid, args.painted, subset),
+                        image_path=frame_paths(root, fid, subset).image)
+            for fid in ids
+        ]
+
+    def report(frame_id: str, detections, timings: dict[str, float]) -> None:  # noqa: ANN001
+        if not args.quiet:
+            ms = 1000.0 * timings["total"]
+            print(f"{frame_id}: {len(detections)} detections, {ms:.0f} ms", file=sys.stderr)
+
+    summary = run_frames(model, meta, sources, args.out, graph_cfg=graph_cfg, post_cfg=post_cfg,
+                         device=device, rng=np.random.default_rng(args.seed), png=args.png, on_frame=report)
+    print(summary.table(str(device)))
+    n = summary.num_frames
+    print(f"{n} frame{'s' if n != 1 else ''}, {sum(summary.num_detections)} detections -> {args.out}")
+    if args.timings_json:
+        write_json_atomic(args.timings_json, {"device": str(device), **summary.as_dict()})
+    return 0
