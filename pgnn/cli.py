@@ -22,9 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("pgnn.commands.render", "draw a bird's-eye view of a frame's points and label boxes"),
     "graph": ("pgnn.commands.graph", "print a frame's multi-level Point-GNN graph as JSON"),
     "eval": ("pgnn.commands.eval", "official KITTI AP (2D/AOS/BEV/3D, R11+R40) of a prediction folder"),
-    "import-weights": ("pgnn.commands.import_weights", "convert the authors' released weights to a checkpoint"),
+    "import-weights": ("pgnn.commands.import_weights", "convert the authors' weights to a pgnn model"),
     "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
-    "train": ("pgnn.commands.train", "train a Point-GNN model"),
+    "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),
     "bench": ("pgnn.commands.bench", "run a benchmark and print JSON"),
 }
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; sub-command arguments are added by their modules."""
     parser = argparse.ArgumentParser(prog="pgnn", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_) in _available().items():
+    for name, (_module, help_) in _available().items():
         sub.add_parser(name, help=help_, add_help=False)
     return parser
 

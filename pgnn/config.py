@@ -41,9 +41,9 @@ class SyntheticConfig(_Strict):
 
 
 class EvalConfig(_Strict):
-    """Which classes the KITTI evaluation reports."""
+    """Which classes the KITTI evaluation reports (None: the classes the preset's model detects)."""
 
-    classes: tuple[Literal["Car", "Pedestrian", "Cyclist"], ...] = ("Car", "Pedestrian", "Cyclist")
+    classes: tuple[Literal["Car", "Pedestrian", "Cyclist"], ...] | None = None
 
 
 class Params(_Strict):

@@ -4,6 +4,7 @@ so neither holds logic of its own. Each step takes the sub-configs it needs and 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,17 @@ def copy_atomic(src: Path, dest: Path) -> None:
 
 
 def evaluate_step(
-    cfg: EvalConfig, prepared_dir: Path, pred_dir: Path, metrics_path: Path, curves_dir: Path
+    cfg: EvalConfig,
+    prepared_dir: Path,
+    pred_dir: Path,
+    metrics_path: Path,
+    curves_dir: Path,
+    default_classes: tuple[str, ...] = ("Car", "Pedestrian", "Cyclist"),
 ) -> dict:
-    """Official KITTI AP of the prediction folder against the labels of the prepared split."""
+    """Official KITTI AP of the prediction folder against the labels of the prepared split.
+
+    ``cfg.classes`` None reports ``default_classes`` (the stage passes the classes the preset detects).
+    """
     from pgnn.data.kitti import read_labels
     from pgnn.eval.kitti import ap_from_curves, pr_curves
     from pgnn.eval.report import format_table, write_curves
@@ -67,7 +76,7 @@ def evaluate_step(
     for f in frames:
         path = pred_dir / f"{f.frame_id}.txt"
         dt.append(read_labels(path, allow_score=True) if path.exists() else [])
-    curves = pr_curves(gt, dt, cfg.classes)
+    curves = pr_curves(gt, dt, cfg.classes or default_classes)
     results = ap_from_curves(curves)
     print(format_table(results))
     write_json_atomic(metrics_path, results)
@@ -202,19 +211,146 @@ def graphs_plan(recipe: Any, which: str, prepared_dir: Path, out_dir: Path, fram
     return ShardPlan(Path(out_dir), tuple(tasks), build, "graphs", params, code)
 
 
+# ----------------------------------------------------------------------------------------------- gt_db
+
+
+def _prepared_frames(prepared_dir: Path) -> Any:
+    """The frames of a prepared split, one shard in memory at a time."""
+    from pgnn.errors import DataError
+    from pgnn.prepare import read_prepared_shard
+    from pgnn.shards import read_manifest
+
+    manifest = read_manifest(prepared_dir)
+    if manifest is None:
+        raise DataError(prepared_dir / "manifest.json", "expected a prepared split (run the prepare stage)")
+    for entry in manifest["shards"]:
+        yield from read_prepared_shard(prepared_dir / entry["file"])
+
+
+def gt_db_step(
+    prepared_dir: Path, out_path: Path, *, min_points: int = 10, box_scale: float = 1.1
+) -> dict[str, int]:
+    """The ground-truth database of a prepared split (every labelled object with more than ``min_points``
+    points in its box scaled by ``box_scale``, the original's 10 and 1.1), written atomically to ``out_path``.
+    Returns the number of crops per class."""
+    from collections import Counter
+
+    from pgnn.gt_db import build_gt_db, write_gt_db
+
+    table = build_gt_db(_prepared_frames(prepared_dir), min_points=min_points, box_scale=box_scale)
+    write_gt_db(out_path, table)
+    counts = dict(sorted(Counter(table.column("name").to_pylist()).items()))
+    print(f"gt_db: {table.num_rows} object crops {counts} -> {out_path}")
+    return counts
+
+
 # ----------------------------------------------------------------------------------------------- train
 
 
+def train_augments(recipe: Any) -> bool:
+    """Whether training rebuilds its samples every epoch (augmentation steps or ground-truth sampling) instead
+    of reading the cached graphs."""
+    return bool(recipe.augment.steps) or recipe.gt_sampling is not None
+
+
+def train_records(
+    recipe: Any, graphs_dir: Path, prepared_dir: Path | None = None, gt_db_path: Path | None = None
+) -> Any:
+    """The training record source: the graph cache, or, when the recipe augments, samples rebuilt on the fly
+    from the prepared frames (and the ground-truth database) by :class:`pgnn.dataset.AugmentedRecords`,
+    seeded by ``train.seed``."""
+    from pgnn.cache import GraphCache
+
+    if not train_augments(recipe):
+        return GraphCache(graphs_dir)
+    from pgnn.dataset import AugmentedRecords
+
+    if prepared_dir is None or (recipe.gt_sampling is not None and gt_db_path is None):
+        raise ValueError(
+            "training with augmentation or gt_sampling needs prepared_dir (data/prepared/train) and, for "
+            "gt_sampling, gt_db_path (data/gt_db/gt_db.parquet)"
+        )
+    return AugmentedRecords(
+        prepared_dir,
+        recipe.graph,
+        recipe.targets,
+        recipe.augment,
+        seed=recipe.train.seed,
+        gt_sampling=recipe.gt_sampling,
+        gt_db=gt_db_path if recipe.gt_sampling is not None else None,
+    )
+
+
+def train_run_key(
+    recipe: Any,
+    graphs_dir: Path,
+    meta: dict[str, Any],
+    prepared_dir: Path | None = None,
+    gt_db_path: Path | None = None,
+) -> str:
+    """What a training run's result depends on: model, loss, data and the train settings that change it.
+
+    Checkpoints live under ``<ckpt_root>/<key>/``: a killed run with the same key resumes, a changed param
+    starts a fresh run (instead of resuming someone else's checkpoints). When the recipe augments, the data
+    are the prepared frames, the database's bytes (with gt_sampling), the graph and targets settings and the
+    augmentation and sampling configs; otherwise the cached graphs' shard keys (which hold the graph and
+    targets settings).
+    """
+    from pgnn.shards import read_manifest, stable_hash
+    from pgnn.train import RESUMABLE_CHANGES
+
+    manifest = read_manifest(graphs_dir) or {}
+    train = {k: v for k, v in recipe.train.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
+    data: Any = [e.get("key") for e in manifest.get("shards", [])]
+    if train_augments(recipe):
+        from pgnn.io import sha256_file
+
+        prepared = (read_manifest(prepared_dir) or {}) if prepared_dir is not None else {}
+        with_db = recipe.gt_sampling is not None and gt_db_path is not None and Path(gt_db_path).exists()
+        data = {
+            "prepared": [e.get("key") for e in prepared.get("shards", [])],
+            "gt_db": sha256_file(gt_db_path) if with_db else None,
+            "graph": recipe.graph.model_dump(mode="json"),
+            "targets": recipe.targets.model_dump(mode="json"),
+            "augment": recipe.augment.model_dump(mode="json"),
+            "gt_sampling": None if recipe.gt_sampling is None else recipe.gt_sampling.model_dump(mode="json"),
+        }
+    return stable_hash(
+        {
+            "model": recipe.model.model_dump(mode="json"),
+            "loss": recipe.loss.model_dump(mode="json"),
+            "train": train,
+            "meta": meta,
+            "data": data,
+        }
+    )[:16]
+
+
 def train_step(
-    recipe: Any, graphs_dir: Path, ckpt_dir: Path, model_path: Path, live_dir: Path, metrics_path: Path
+    recipe: Any,
+    graphs_dir: Path,
+    ckpt_root: Path,
+    model_path: Path,
+    live_dir: Path,
+    metrics_path: Path,
+    *,
+    prepared_dir: Path | None = None,
+    gt_db_path: Path | None = None,
 ) -> Path:
-    """Train on the cached training graphs (resuming from ``ckpt_dir``); export the final model."""
+    """Train (resuming a killed run of the same params); export the model.
+
+    The samples are the cached training graphs, or, when the recipe augments (``augment.steps`` or
+    ``gt_sampling``), rebuilt every epoch from ``prepared_dir`` (and ``gt_db_path``): see :func:`train_records`.
+    """
     import json
 
-    from pgnn.cache import GraphCache
+    import torch
+
+    from pgnn.checkpoint import latest_checkpoint
     from pgnn.train import train
 
-    records = GraphCache(graphs_dir)
+    torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
+    records = train_records(recipe, graphs_dir, prepared_dir, gt_db_path)
     meta = {
         "input_frame": "rect",
         "graph_preset": recipe.runtime_graph_name,
@@ -224,8 +360,54 @@ def train_step(
         "runtime_graph": recipe.runtime_graph.model_dump(mode="json"),
         "postprocess": recipe.postprocess.model_dump(mode="json"),
     }
+    key = train_run_key(recipe, graphs_dir, meta, prepared_dir, gt_db_path)
+    ckpt_dir = ckpt_root / key
+    if ckpt_root.exists():
+        for old in ckpt_root.iterdir():
+            if old.name != key:
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+    if latest_checkpoint(ckpt_dir) is None and live_dir.exists():
+        shutil.rmtree(live_dir)  # a fresh run: no stale curves from another run's params
+    source = "augmented on the fly" if train_augments(recipe) else "cached graphs"
+    print(f"train: run {key} ({len(records)} frames, {source}), checkpoints in {ckpt_dir}")
     final = train(records, recipe.model, recipe.train, recipe.loss, ckpt_dir, live_dir=live_dir, meta=meta)
     copy_atomic(final, model_path)
     summary = live_dir / "metrics.json"
     write_json_atomic(metrics_path, json.loads(summary.read_text()) if summary.exists() else {})
     return model_path
+
+
+# --------------------------------------------------------------------------------------------- predict
+
+
+def predict_step(
+    recipe: Any, model_path: Path, graphs_dir: Path, prepared_dir: Path, out_dir: Path, timings_path: Path
+) -> dict[str, float]:
+    """Detect objects on the cached runtime graphs of a split; write KITTI result files and stage timings."""
+    import torch
+
+    from pgnn.cache import GraphCache
+    from pgnn.checkpoint import load_model
+    from pgnn.predict import GraphFrame, predict_records, resolve_device
+    from pgnn.prepare import read_prepared_dir
+
+    torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
+    device = resolve_device("auto")
+    model, meta = load_model(model_path, device)
+    frames = {f.frame_id: f for f in read_prepared_dir(prepared_dir)}
+    cache = GraphCache(graphs_dir)
+
+    def records() -> Any:
+        for i, frame_id in enumerate(cache.frame_ids):
+            f = frames[frame_id]
+            yield GraphFrame(frame_id, cache[i], f.calib.P2, f.image_size)
+
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    summary = predict_records(model, meta, records(), out_dir, post_cfg=recipe.postprocess, device=device)
+    timings = {f"ms_{k}": round(v, 3) for k, v in summary.mean_ms().items()}
+    timings["frames"] = summary.num_frames
+    timings["detections"] = int(sum(summary.num_detections))
+    write_json_atomic(timings_path, timings)
+    print(f"predict: {summary.num_frames} frames, {timings['detections']} detections; mean ms {timings}")
+    return timings

@@ -2,13 +2,17 @@
 
 from _common import ROOT, params
 
+from pgnn.presets import resolve
 from pgnn.steps import evaluate_step
+from pgnn.targets import object_classes
 
 if __name__ == "__main__":
+    p = params()
     evaluate_step(
-        params().eval,
+        p.eval,
         ROOT / "data" / "prepared" / "val",
         ROOT / "data" / "predictions" / "val",
         ROOT / "metrics" / "eval.json",
         ROOT / "plots" / "pr",
+        default_classes=object_classes(resolve(p).targets.label_method),
     )
