@@ -1,6 +1,8 @@
 """Synthetic KITTI generator speed on one core, and what the frames hold.
 
-    .venv/bin/python benchmarks/synth_speed.py [--frames 10] [--seed 0]
+    .venv/bin/python benchmarks/synth_speed.py [--frames 10] [--seed 0] [--json]
+
+``run_benchmark(frames, seed)`` returns the figures as a dict (``ms_per_frame``, ``frames_per_s``, ...).
 
 Prints a table per frame (points, points in the camera's view, objects and labels per class, milliseconds per
 stage) and the totals: frames per second for generating in memory and for generating + writing the five
@@ -16,8 +18,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
+import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -54,60 +58,93 @@ def time_stages(index: int, seed: int, config: synth.SynthConfig, out_dir: str) 
     return seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    config = synth.SynthConfig()
-    synth.generate_frame(0, args.seed, config)  # compile / load numba's cache
+def run_benchmark(frames: int = 10, seed: int = 0) -> dict[str, Any]:
+    """Generate ``frames`` frames of ``seed`` and time each stage (one thread).
 
-    print(f"synthetic KITTI, seed {args.seed}, {args.frames} frames, 1 thread")
-    header = f"{'frame':>6} {'points':>7} {'fov':>6} {'objects C/V/P/Cy':>17} {'labels C/V/P/Cy/DC':>19}"
-    header += "".join(f" {s + ' ms':>9}" for s in STAGES)
-    print(header)
+    Returns ``rows`` (per frame: points, fov_points, objects and labels per class, ms per stage),
+    ``frames_per_s`` / ``ms_per_frame`` (generate_frame in memory), ``frames_per_s_with_files`` /
+    ``ms_per_frame_with_files`` (generate_dataset), and ``mean_ms`` per stage.
+    """
+    if frames < 1:
+        raise ValueError(f"expected frames >= 1, got {frames}")
+    config = synth.SynthConfig()
+    synth.generate_frame(0, seed, config)  # compile / load numba's cache
     totals: dict[str, float] = collections.defaultdict(float)
-    points, fov_points = [], []
-    objects: collections.Counter[str] = collections.Counter()
-    labels: collections.Counter[str] = collections.Counter()
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for index in range(args.frames):
-            frame = synth.generate_frame(index, args.seed, config)
-            seconds = time_stages(index, args.seed, config, tmp)
+        for index in range(frames):
+            frame = synth.generate_frame(index, seed, config)
+            seconds = time_stages(index, seed, config, tmp)
             for stage, value in seconds.items():
                 totals[stage] += value
             kinds = collections.Counter(o.kind for o in frame.objects)
             types = collections.Counter(label.type for label in frame.labels)
-            objects.update(kinds)
-            labels.update(types)
-            points.append(len(frame.points_velo))
-            fov_points.append(int(frame.fov.sum()))
-            obj = "/".join(str(kinds[k]) for k in synth.CLASSES)
-            lab = "/".join(str(types[k]) for k in (*synth.CLASSES, "DontCare"))
-            row = f"{index:>6} {points[-1]:>7} {fov_points[-1]:>6} {obj:>17} {lab:>19}"
-            row += "".join(f" {seconds[s] * 1e3:>9.0f}" for s in STAGES)
-            print(row)
-
+            rows.append({
+                "frame": index,
+                "points": len(frame.points_velo),
+                "fov_points": int(frame.fov.sum()),
+                "objects": {k: kinds[k] for k in synth.CLASSES},
+                "labels": {k: types[k] for k in (*synth.CLASSES, "DontCare")},
+                "ms": {s: seconds[s] * 1e3 for s in STAGES},
+            })
         start = time.perf_counter()
-        for index in range(args.frames):
-            synth.generate_frame(index, args.seed, config)
+        for index in range(frames):
+            synth.generate_frame(index, seed, config)
         in_memory = time.perf_counter() - start
         start = time.perf_counter()
-        synth.generate_dataset(tmp, args.frames, args.seed, config=config)
+        synth.generate_dataset(tmp, frames, seed, config=config)
         with_files = time.perf_counter() - start
+    return {
+        "frames": frames,
+        "seed": seed,
+        "threads": 1,
+        "rows": rows,
+        "mean_ms": {s: totals[s] / frames * 1e3 for s in STAGES},
+        "frames_per_s": frames / in_memory,
+        "ms_per_frame": in_memory / frames * 1e3,
+        "frames_per_s_with_files": frames / with_files,
+        "ms_per_frame_with_files": with_files / frames * 1e3,
+    }
 
-    n = args.frames
-    print()
-    print(f"points per scan     mean {np.mean(points):,.0f}  min {min(points):,}  max {max(points):,}")
-    fov_text = f"mean {np.mean(fov_points):,.0f}  min {min(fov_points):,}  max {max(fov_points):,}"
-    print(f"points in view      {fov_text}")
-    print("objects per frame   " + "  ".join(f"{k} {objects[k] / n:.1f}" for k in synth.CLASSES))
-    types = (*synth.CLASSES, "DontCare")
-    print("labels per frame    " + "  ".join(f"{k} {labels[k] / n:.1f}" for k in types))
-    print("mean ms per stage   " + "  ".join(f"{s} {totals[s] / n * 1e3:.0f}" for s in STAGES))
-    print(f"generate_frame      {n / in_memory:.2f} frames/s  ({in_memory / n * 1e3:.0f} ms a frame)")
-    per_frame = with_files / n * 1e3
-    print(f"generate_dataset    {n / with_files:.2f} frames/s  ({per_frame:.0f} ms a frame, files included)")
+
+def format_table(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    n = result["frames"]
+    lines = [f"synthetic KITTI, seed {result['seed']}, {n} frames, 1 thread"]
+    header = f"{'frame':>6} {'points':>7} {'fov':>6} {'objects C/V/P/Cy':>17} {'labels C/V/P/Cy/DC':>19}"
+    lines.append(header + "".join(f" {s + ' ms':>9}" for s in STAGES))
+    for r in rows:
+        obj = "/".join(str(v) for v in r["objects"].values())
+        lab = "/".join(str(v) for v in r["labels"].values())
+        line = f"{r['frame']:>6} {r['points']:>7} {r['fov_points']:>6} {obj:>17} {lab:>19}"
+        lines.append(line + "".join(f" {r['ms'][s]:>9.0f}" for s in STAGES))
+    points = [r["points"] for r in rows]
+    fov = [r["fov_points"] for r in rows]
+    lines += [
+        "",
+        f"points per scan     mean {np.mean(points):,.0f}  min {min(points):,}  max {max(points):,}",
+        f"points in view      mean {np.mean(fov):,.0f}  min {min(fov):,}  max {max(fov):,}",
+        "objects per frame   " + "  ".join(
+            f"{k} {sum(r['objects'][k] for r in rows) / n:.1f}" for k in synth.CLASSES),
+        "labels per frame    " + "  ".join(
+            f"{k} {sum(r['labels'][k] for r in rows) / n:.1f}" for k in (*synth.CLASSES, "DontCare")),
+        "mean ms per stage   " + "  ".join(f"{s} {result['mean_ms'][s]:.0f}" for s in STAGES),
+        f"generate_frame      {result['frames_per_s']:.2f} frames/s  "
+        f"({result['ms_per_frame']:.0f} ms a frame)",
+        f"generate_dataset    {result['frames_per_s_with_files']:.2f} frames/s  "
+        f"({result['ms_per_frame_with_files']:.0f} ms a frame, files included)",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args()
+    result = run_benchmark(args.frames, args.seed)
+    print(json.dumps(result) if args.json else format_table(result))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Byte-stable ``.npz`` writing and zero-copy (memory-mapped) reading.
 
-``np.savez`` stamps the current time into its zip entries, so two runs with the same content would give
-different bytes and different DVC hashes. :func:`save_npz` writes the same format (a zip of ``.npy`` members,
-stored uncompressed) with a fixed timestamp and sorted member names. :func:`open_npz_memmap` maps each
+Byte-identical artifacts for equal content are what keep DVC hashes stable, so :func:`save_npz` does not leave
+that to numpy's zip writer: it writes the same format (a zip of ``.npy`` members, stored uncompressed) itself,
+with a fixed timestamp, fixed permissions and sorted member names. :func:`open_npz_memmap` maps each
 member straight from the file: slicing one frame out of a shard of many costs microseconds, not a read of
 the whole array.
 """
@@ -28,7 +28,7 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
     with atomic_path(path, suffix=".npz") as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
         for name in sorted(arrays):
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+            np.lib.format.write_array(buf, np.require(arrays[name], requirements="C"), allow_pickle=False)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
             info.compress_type = zipfile.ZIP_STORED
             info.external_attr = 0o644 << 16
