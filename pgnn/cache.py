@@ -7,8 +7,13 @@ A *record* is one frame's dict of arrays (reference naming, see ``pgnn.graph``):
 record. Shards are written with stable bytes (:mod:`pgnn.npzstore`) and read memory-mapped: reading one
 frame back costs well under a millisecond plus the copy.
 
-Why npz and not parquet here: parquet widens uint16/int8 and its nested lists cost a decode on every read;
-measured figures are in the README ("Graph cache layout").
+Edges, most of a record's bytes, are stored as CSR when they come grouped by destination (as
+``pgnn.graph.radius_edges`` writes them): ``<edges>.src`` (uint16 when the sources fit, else uint32) and
+``<edges>.count`` (edges per destination vertex), 2.5x smaller than (E, 2) int32 and rebuilt exactly on read.
+
+Why uncompressed npz (benchmarks/cache_io.py, figures in benchmarks/README.md "Graph cache layout"): it is the
+fastest to write (~2-3 ms a frame) and to read (~0.1 ms a frame through an open shard); compressed npz
+costs 100-150 ms a frame to write, parquet 5-10 ms a frame to read.
 """
 
 from __future__ import annotations
@@ -23,6 +28,30 @@ from pgnn.npzstore import open_npz_memmap, save_npz
 from pgnn.shards import read_manifest
 
 FRAME_ID = "frame_id"
+_CSR_SRC, _CSR_COUNT = ".src", ".count"
+
+
+def _dst_count_key(key: str) -> str:
+    """The vertex array whose rows an edge array's destinations index: edges_i -> vertex_coord_{i+1}."""
+    return f"vertex_coord_{int(key.split('_')[1]) + 1}"
+
+
+def _is_grouped_edges(key: str, a: np.ndarray, record: Mapping[str, np.ndarray]) -> bool:
+    if not (key.startswith("edges_") and key[6:].isdigit() and a.ndim == 2 and a.shape[1] == 2):
+        return False
+    dst = a[:, 1]
+    return _dst_count_key(key) in record and bool(np.all(dst[1:] >= dst[:-1]))
+
+
+def _edges_to_csr(a: np.ndarray, num_dst: int) -> tuple[np.ndarray, np.ndarray]:
+    """(E, 2) [src, dst] grouped by dst -> (src (E,), count (num_dst,))."""
+    return a[:, 0], np.bincount(a[:, 1], minlength=num_dst)
+
+
+def _csr_to_edges(src: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_edges_to_csr`: (E, 2) int32."""
+    dst = np.repeat(np.arange(len(count), dtype=np.int32), count)
+    return np.stack([src.astype(np.int32), dst], axis=1)
 
 
 def pack_records(records: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -34,10 +63,20 @@ def pack_records(records: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.nd
         if sorted(k for k in r if k != FRAME_ID) != keys:
             raise ValueError(f"records disagree on keys: {sorted(r)} vs {keys}")
     out: dict[str, np.ndarray] = {FRAME_ID: np.array([str(r[FRAME_ID]) for r in records])}
+
+    def put(name: str, arrays: list[np.ndarray]) -> None:
+        out[name] = np.concatenate(arrays, axis=0)
+        out[f"{name}.offsets"] = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)
+
     for k in keys:
         arrays = [np.asarray(r[k]) for r in records]
-        out[k] = np.concatenate(arrays, axis=0)
-        out[f"{k}.offsets"] = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)
+        if all(_is_grouped_edges(k, a, r) for a, r in zip(arrays, records, strict=True)):
+            csr = [_edges_to_csr(a, len(r[_dst_count_key(k)])) for a, r in zip(arrays, records, strict=True)]
+            wide = max((int(a[:, 0].max()) for a in arrays if len(a)), default=0) >= 1 << 16
+            put(k + _CSR_SRC, [src.astype(np.uint32 if wide else np.uint16) for src, _ in csr])
+            put(k + _CSR_COUNT, [count.astype(np.uint32) for _, count in csr])
+        else:
+            put(k, arrays)
     return out
 
 
@@ -76,11 +115,19 @@ class GraphShardFile:
         """Frame ``i`` of this shard as a fresh dict of (copied, writable) arrays."""
         a = self.arrays
         out: dict[str, np.ndarray] = {FRAME_ID: np.asarray(str(a[FRAME_ID][i]))}
-        for k, v in a.items():
-            if k == FRAME_ID or k.endswith(".offsets"):
-                continue
+
+        def part(k: str) -> np.ndarray:
             off = a[f"{k}.offsets"]
-            out[k] = np.array(v[off[i] : off[i + 1]])
+            return np.array(a[k][off[i] : off[i + 1]])
+
+        for k in a:
+            if k == FRAME_ID or k.endswith(".offsets") or k.endswith(_CSR_COUNT):
+                continue
+            if k.endswith(_CSR_SRC):
+                name = k[: -len(_CSR_SRC)]
+                out[name] = _csr_to_edges(part(k), part(name + _CSR_COUNT))
+            else:
+                out[k] = part(k)
         return out
 
 
