@@ -10,6 +10,10 @@ version of the code that builds it. A rerun skips every shard whose key and byte
 run resumes where it stopped (each shard and each manifest update is written atomically), and a changed
 param rebuilds exactly the shards it affects. Files in the folder that the manifest does not list (stale
 shards, temp files of a killed writer) are removed at the end.
+
+:func:`run_plan` is three steps that other drivers (the Prefect flows in ``flows/``) compose themselves:
+:func:`pending_tasks` (what is missing or stale), ``plan.build`` per shard plus :func:`record_shard` as
+each lands, and :func:`finalize_plan`.
 """
 
 from __future__ import annotations
@@ -91,15 +95,83 @@ def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def _is_current(out_dir: Path, task: ShardTask, entries: dict[str, dict[str, Any]]) -> bool:
-    entry = entries.get(task.file)
-    path = out_dir / task.file
+def manifest_entries(out_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The shard entries of ``out_dir``'s manifest by file name ({} when there is no readable manifest)."""
+    old = read_manifest(out_dir) or {}
+    return {e["file"]: e for e in old.get("shards", []) if isinstance(e, dict) and "file" in e}
+
+
+def is_current(plan: ShardPlan, task: ShardTask, entries: dict[str, dict[str, Any]] | None = None) -> bool:
+    """Whether ``task``'s shard needs no build: the manifest lists it with the same key, and the file on disk
+    still has the listed sha256 (so a deleted, truncated or foreign file is rebuilt).
+
+    ``entries`` (from :func:`manifest_entries`) saves re-reading the manifest for every shard.
+    """
+    entry = (manifest_entries(plan.out_dir) if entries is None else entries).get(task.file)
+    path = Path(plan.out_dir) / task.file
     return (
         entry is not None
         and entry.get("key") == task.key
-        and path.exists()
+        and path.is_file()
         and entry.get("sha256") == sha256_file(path)
     )
+
+
+def pending_tasks(plan: ShardPlan) -> list[ShardTask]:
+    """The shards of ``plan`` that are missing or stale (not :func:`is_current`), in plan order."""
+    entries = manifest_entries(plan.out_dir)
+    return [t for t in plan.tasks if not is_current(plan, t, entries)]
+
+
+def shard_entry(plan: ShardPlan, task: ShardTask, sha256: str | None = None) -> dict[str, Any]:
+    """The manifest entry of a built shard; hashes the file unless its ``sha256`` is given."""
+    return {
+        "file": task.file,
+        "frames": list(task.frames),
+        "key": task.key,
+        "sha256": sha256_file(Path(plan.out_dir) / task.file) if sha256 is None else sha256,
+    }
+
+
+def _plan_manifest(plan: ShardPlan, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The manifest listing, in plan order, the entries whose key is the plan's key for that file."""
+    listed = [entries[t.file] for t in plan.tasks if entries.get(t.file, {}).get("key") == t.key]
+    return {"kind": plan.kind, "params": plan.params, "code_version": plan.code, "shards": listed}
+
+
+def record_shard(plan: ShardPlan, task: ShardTask, sha256: str | None = None) -> dict[str, Any]:
+    """Add a freshly built shard to the manifest (atomically); return the manifest written.
+
+    Call it from one process per folder (the one driving the build): the manifest is read, updated and
+    replaced, so a killed run keeps every shard recorded so far.
+    """
+    entries = manifest_entries(plan.out_dir)
+    entries[task.file] = shard_entry(plan, task, sha256)
+    manifest = _plan_manifest(plan, entries)
+    write_json_atomic(Path(plan.out_dir) / MANIFEST, manifest)
+    return manifest
+
+
+def finalize_plan(plan: ShardPlan) -> dict[str, Any]:
+    """Write the final manifest (only the plan's shards, in plan order) and delete every other file of the
+    folder (stale shards, temp files of a killed writer). Return the manifest.
+
+    Raises:
+        RuntimeError: if a shard of the plan is not recorded with its current key (build it first).
+    """
+    out = Path(plan.out_dir)
+    manifest = _plan_manifest(plan, manifest_entries(out))
+    listed = {e["file"] for e in manifest["shards"]}
+    missing = [t.file for t in plan.tasks if t.file not in listed]
+    if missing:
+        raise RuntimeError(f"{plan.kind} in {out}: shards not built yet: {', '.join(missing)}")
+    if read_manifest(out) != manifest:  # an unchanged folder keeps its manifest file untouched
+        write_json_atomic(out / MANIFEST, manifest)
+    keep = listed | {MANIFEST}
+    for p in out.iterdir():
+        if p.is_file() and p.name not in keep:
+            p.unlink()
+    return manifest
 
 
 def build_shards(
@@ -120,64 +192,38 @@ def build_shards(
             With ``workers > 1`` it must be picklable (a module-level function or ``functools.partial``).
         workers: processes building shards in parallel (1 = in this process).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    old = read_manifest(out) or {}
-    entries: dict[str, dict[str, Any]] = {e["file"]: e for e in old.get("shards", []) if "file" in e}
-    todo = [t for t in tasks if not _is_current(out, t, entries)]
-    if log:
-        log(f"{kind}: {len(tasks) - len(todo)} of {len(tasks)} shards current, building {len(todo)}")
+    return run_plan(ShardPlan(Path(out_dir), tuple(tasks), build, kind, params, code), workers, log)
 
-    def manifest() -> dict[str, Any]:
-        listed = [entries[t.file] for t in tasks if t.file in entries and entries[t.file].get("key") == t.key]
-        return {"kind": kind, "params": params, "code_version": code, "shards": listed}
+
+def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Build the shards of ``plan`` that are not :func:`is_current` (in a process pool when ``workers > 1``),
+    :func:`record_shard` each as it lands, then :func:`finalize_plan`. The Prefect flows (``flows/``) run the
+    same three steps with Prefect tasks."""
+    Path(plan.out_dir).mkdir(parents=True, exist_ok=True)
+    todo = pending_tasks(plan)
+    if log:
+        current = len(plan.tasks) - len(todo)
+        log(f"{plan.kind}: {current} of {len(plan.tasks)} shards current, building {len(todo)}")
 
     def done(task: ShardTask) -> None:
-        entries[task.file] = {
-            "file": task.file,
-            "frames": list(task.frames),
-            "key": task.key,
-            "sha256": sha256_file(out / task.file),
-        }
-        write_json_atomic(out / MANIFEST, manifest())
+        record_shard(plan, task)
         if log:
-            log(f"{kind}: wrote {task.file} ({len(task.frames)} frames)")
+            log(f"{plan.kind}: wrote {task.file} ({len(task.frames)} frames)")
 
     if workers > 1 and len(todo) > 1:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_one_thread) as pool:
-            futures = {pool.submit(build, t, out / t.file): t for t in todo}
+        with ProcessPoolExecutor(max_workers=workers, initializer=one_thread_per_process) as pool:
+            futures = {pool.submit(plan.build, t, Path(plan.out_dir) / t.file): t for t in todo}
             for fut in as_completed(futures):
                 fut.result()
                 done(futures[fut])
     else:
         for t in todo:
-            build(t, out / t.file)
+            plan.build(t, Path(plan.out_dir) / t.file)
             done(t)
-
-    final = manifest()
-    write_json_atomic(out / MANIFEST, final)
-    keep = {t.file for t in tasks} | {MANIFEST}
-    for p in out.iterdir():
-        if p.is_file() and p.name not in keep:
-            p.unlink()
-    return final
+    return finalize_plan(plan)
 
 
-def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | None = print) -> dict[str, Any]:
-    """:func:`build_shards` of a :class:`ShardPlan`."""
-    return build_shards(
-        plan.out_dir,
-        plan.tasks,
-        plan.build,
-        kind=plan.kind,
-        params=plan.params,
-        code=plan.code,
-        workers=workers,
-        log=log,
-    )
-
-
-def _one_thread() -> None:
+def one_thread_per_process() -> None:
     """Worker initialiser: one BLAS/numba/torch thread per process (the fast setting on this machine)."""
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["NUMBA_NUM_THREADS"] = "1"
