@@ -110,15 +110,8 @@ def synthetic_frames(count: int) -> list[RawFrame] | None:
 
 
 def _crop_pgnn(frame: RawFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    height, width = frame.image.shape[:2]
-    keep = kitti.fov_mask(frame.scan[:, :3], frame.calib, width, height)  # (N,)
-    kept = frame.scan[keep]
-    rect = kitti.points_velo_to_rect(kept[:, :3], frame.calib)  # (K, 3) float64
-    uv, _ = kitti.points_rect_to_image(rect, frame.calib)
-    cols = np.clip(np.floor(uv[:, 0]).astype(np.int64), 0, width - 1)
-    rows = np.clip(np.floor(uv[:, 1]).astype(np.int64), 0, height - 1)
-    rgb = frame.image[rows, cols].astype(np.float32) / np.float32(255.0)
-    return rect.astype(np.float32), kept[:, 3].copy(), rgb
+    f = kitti.frame_from_scan("bench", frame.scan, frame.calib, image=frame.image)  # pgnn's own loader path
+    return f.points_rect, f.intensity, f.rgb
 
 
 def pgnn_pass(frame: RawFrame, cfg: GraphConfig, method: str | None, seed: int) -> dict[str, float]:
