@@ -58,6 +58,8 @@ class Params(_Strict):
     train: dict[str, Any] = {}
     loss: dict[str, Any] = {}
     postprocess: dict[str, Any] = {}
+    augment: dict[str, Any] = {}
+    gt_sampling: dict[str, Any] = {}
     eval: EvalConfig = EvalConfig()
 
 

@@ -339,8 +339,8 @@ def train_step(
 ) -> Path:
     """Train (resuming a killed run of the same params); export the model.
 
-    The samples are the cached training graphs, or, when the recipe augments (``augment.steps`` or
-    ``gt_sampling``), rebuilt every epoch from ``prepared_dir`` (and ``gt_db_path``): see :func:`train_records`.
+    The samples are the cached training graphs or, when the recipe augments (``augment.steps`` or
+    ``gt_sampling``), rebuilt every epoch from ``prepared_dir`` (and ``gt_db_path``): :func:`train_records`.
     """
     import json
 

@@ -205,7 +205,11 @@ class TrainBatch:
 
 
 class RecordDataset(torch.utils.data.Dataset):
-    """A torch ``Dataset`` over a record source; item i is ``(i, source[i])``."""
+    """A torch ``Dataset`` over a record source; item i is ``(i, source[i])``.
+
+    A source whose samples change with the epoch (``pgnn.dataset.AugmentedRecords``) has ``set_epoch``; its
+    items are asked for as ``(epoch, i)`` and the epoch is set, in the process that builds the record, first.
+    """
 
     def __init__(self, source: RecordSource) -> None:
         self.source = source
@@ -213,8 +217,12 @@ class RecordDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.source)
 
-    def __getitem__(self, i: int) -> tuple[int, Mapping[str, np.ndarray]]:
-        return i, self.source[i]
+    def __getitem__(self, key: int | tuple[int, int]) -> tuple[int, Mapping[str, np.ndarray]]:
+        if isinstance(key, tuple):
+            epoch, i = key
+            self.source.set_epoch(epoch)  # type: ignore[attr-defined]
+            return i, self.source[i]
+        return key, self.source[key]
 
 
 def _targets(
@@ -274,13 +282,18 @@ def micro_batch_plan(
     epoch: int,
     position: int,
     last_step: int,
-) -> Iterator[list[int]]:
-    """This rank's micro-batches from (step, epoch, position) to ``last_step``, across epoch boundaries."""
+    with_epoch: bool = False,
+) -> Iterator[list[int] | list[tuple[int, int]]]:
+    """This rank's micro-batches from (step, epoch, position) to ``last_step``, across epoch boundaries.
+
+    ``with_epoch``: items are ``(epoch, record index)`` pairs (for a source with ``set_epoch``).
+    """
     per_epoch = steps_per_epoch(num_records, cfg)
     while step < last_step:
         end = min(per_epoch, position + (last_step - step))
         perm = epoch_permutation(cfg.seed, epoch, num_records)
-        yield from rank_micro_batches(perm, position, end, cfg, rank, world_size)
+        batches = rank_micro_batches(perm, position, end, cfg, rank, world_size)
+        yield from ([(epoch, i) for i in b] for b in batches) if with_epoch else batches
         step += end - position
         epoch, position = epoch + 1, 0
 
@@ -628,7 +641,8 @@ def train(
         stats = IntervalStats(model_cfg.num_classes, model_cfg.box_encoding_len)
         model.train()
         plan = micro_batch_plan(
-            num_records, train_cfg, dist.rank, dist.world_size, step, epoch, position, last_step
+            num_records, train_cfg, dist.rank, dist.world_size, step, epoch, position, last_step,
+            with_epoch=hasattr(records_source, "set_epoch"),
         )
         loader = _loader(RecordDataset(records_source), plan, train_cfg.num_workers)
         while step < last_step:

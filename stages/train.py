@@ -14,4 +14,6 @@ if __name__ == "__main__":
         ROOT / "models" / "model.pt",
         ROOT / "dvclive" / "train",
         ROOT / "metrics" / "train.json",
+        prepared_dir=ROOT / "data" / "prepared" / "train",
+        gt_db_path=ROOT / "data" / "gt_db" / "gt_db.parquet",
     )
