@@ -51,26 +51,24 @@ def jittered(labels: list[Label], rng: np.random.Generator, extra_fp: int) -> li
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    labels_tar = SHARED / "kitti_labels" / "training_label_2.tar.gz"
-    parser.add_argument("--labels-tar", type=Path, default=labels_tar)
-    parser.add_argument("--split", type=Path, default=SHARED / "kitti_splits" / "ImageSets" / "val.txt")
-    parser.add_argument("--extra-fp", type=int, default=3, help="random false positives per frame")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-
-    ids = read_split(args.split)
+def run_benchmark(
+    labels_tar: Path = SHARED / "kitti_labels" / "training_label_2.tar.gz",
+    split: Path = SHARED / "kitti_splits" / "ImageSets" / "val.txt",
+    extra_fp: int = 3,
+    repeat: int = 3,
+) -> dict:
+    """Time the KITTI evaluation of jittered detections on every frame of ``split``; return the figures."""
+    ids = read_split(split)
     rng = np.random.default_rng(0)
     rows: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="pgnn-eval-bench-") as tmp:
-        with tarfile.open(args.labels_tar) as tar:
+        with tarfile.open(labels_tar) as tar:
             tar.extractall(tmp, filter="data")
         gt_dir = Path(tmp) / "label_2"
         pred_dir = Path(tmp) / "pred"
         for frame_id in ids:
-            write_labels(pred_dir / f"{frame_id}.txt", jittered(read_labels(gt_dir / f"{frame_id}.txt"), rng,
-                                                                args.extra_fp))
+            labels = read_labels(gt_dir / f"{frame_id}.txt")
+            write_labels(pred_dir / f"{frame_id}.txt", jittered(labels, rng, extra_fp))
 
         t0 = time.perf_counter()
         gt, dt = load_dirs(gt_dir, pred_dir, ids)
@@ -79,26 +77,49 @@ def main() -> None:
         curves = curves_from_arrays(gt, dt)
         rows.append(("curves, first call (numba cache load/compile)", time.perf_counter() - t0))
         times = []
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             t0 = time.perf_counter()
             curves = curves_from_arrays(gt, dt)
             times.append(time.perf_counter() - t0)
-        rows.append((f"curves, warm (best of {args.repeat})", min(times)))
+        rows.append((f"curves, warm (best of {repeat})", min(times)))
         times = []
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             t0 = time.perf_counter()
             results = evaluate_dirs(gt_dir, pred_dir, ids)
             times.append(time.perf_counter() - t0)
-        rows.append((f"evaluate_dirs end to end (best of {args.repeat})", min(times)))
+        rows.append((f"evaluate_dirs end to end (best of {repeat})", min(times)))
         assert results == ap_from_curves(curves)
+    return {
+        "frames": len(ids),
+        "ground_truth": len(gt.score),
+        "detections": len(dt.score),
+        "curves": len(curves),
+        "seconds": dict(rows),
+        "car_3d_moderate": {"R40": results["Car/3d/moderate/R40"], "R11": results["Car/3d/moderate/R11"]},
+    }
 
-    print(f"{len(ids)} frames, {len(gt.score)} ground-truth labels, {len(dt.score)} detections, "
-          f"{len(curves)} curves (classes x metrics x difficulties)")
-    print(f"{'step':<52}{'seconds':>10}")
-    for name, seconds in rows:
-        print(f"{name:<52}{seconds:>10.3f}")
-    r40, r11 = results["Car/3d/moderate/R40"], results["Car/3d/moderate/R11"]
-    print(f"Car/3d/moderate: R40 {r40:.2f}  R11 {r11:.2f}")
+
+def format_table(result: dict) -> str:
+    lines = [
+        f"{result['frames']} frames, {result['ground_truth']} ground-truth labels, {result['detections']} "
+        f"detections, {result['curves']} curves (classes x metrics x difficulties)",
+        f"{'step':<52}{'seconds':>10}",
+    ]
+    lines += [f"{name:<52}{seconds:>10.3f}" for name, seconds in result["seconds"].items()]
+    car = result["car_3d_moderate"]
+    lines.append(f"Car/3d/moderate: R40 {car['R40']:.2f}  R11 {car['R11']:.2f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    labels_tar = SHARED / "kitti_labels" / "training_label_2.tar.gz"
+    parser.add_argument("--labels-tar", type=Path, default=labels_tar)
+    parser.add_argument("--split", type=Path, default=SHARED / "kitti_splits" / "ImageSets" / "val.txt")
+    parser.add_argument("--extra-fp", type=int, default=3, help="random false positives per frame")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(format_table(run_benchmark(args.labels_tar, args.split, args.extra_fp, args.repeat)))
 
 
 if __name__ == "__main__":
