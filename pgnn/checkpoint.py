@@ -21,6 +21,7 @@ pickled code. File names of a run's checkpoints carry the step: ``ckpt-00001000.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 
 from pgnn.errors import DataError
-from pgnn.io import atomic_path
+from pgnn.io import write_bytes_atomic
 from pgnn.model import ModelConfig, PointGNN
 
 CHECKPOINT_FORMAT = "pgnn-checkpoint/1"
@@ -94,10 +95,15 @@ def validate_checkpoint(ckpt: Any, source: str | Path = "<checkpoint>") -> Model
 
 
 def save_checkpoint(path: str | Path, ckpt: dict[str, Any]) -> None:
-    """Validate ``ckpt`` and write it to ``path`` atomically."""
+    """Validate ``ckpt`` and write it to ``path`` atomically, with bytes that depend on its content only.
+
+    ``torch.save`` to a path names the archive's root folder after the (here temporary, random) file name;
+    saved to memory first, the root is always ``archive``, so equal checkpoints are equal files.
+    """
     validate_checkpoint(ckpt, path)
-    with atomic_path(path, suffix=".pt") as tmp:
-        torch.save(ckpt, tmp)
+    buf = io.BytesIO()
+    torch.save(ckpt, buf)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -145,3 +151,16 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
         if m and p.is_file() and (best is None or int(m.group(1)) > best[0]):
             best = (int(m.group(1)), p)
     return None if best is None else best[1]
+
+
+TRAINING_STATE_KEYS = ("optimizer", "scheduler", "rng", "epoch", "position", "num_records", "world_size")
+
+
+def export_model(src: str | Path, dest: str | Path) -> None:
+    """Write ``src``'s model without its training state (optimizer, RNG, position ...) to ``dest``.
+
+    The exported file depends only on the weights and the recipe, so a resumed run and an uninterrupted one
+    export the same bytes (their RNG states differ: the data loader draws from the global generator).
+    """
+    ckpt = load_checkpoint(src)
+    save_checkpoint(dest, {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS})

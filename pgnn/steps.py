@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from pgnn.config import DataConfig, EvalConfig, SyntheticConfig
-from pgnn.io import atomic_path, write_json_atomic
+from pgnn.io import write_json_atomic
 
 
 def split_name(data: DataConfig, which: str) -> str:
@@ -45,12 +45,6 @@ def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = P
     from pgnn.shards import run_plan
 
     return run_plan(prepare_plan(data, which, out_dir, root_dir), workers=data.workers)
-
-
-def copy_atomic(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest`` via a temp file (never writing into an existing, maybe DVC-linked, file)."""
-    with atomic_path(dest, suffix=dest.suffix) as tmp:
-        shutil.copyfile(src, tmp)
 
 
 def evaluate_step(
@@ -346,7 +340,7 @@ def train_step(
 
     import torch
 
-    from pgnn.checkpoint import latest_checkpoint
+    from pgnn.checkpoint import export_model, latest_checkpoint
     from pgnn.train import train
 
     torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
@@ -371,7 +365,7 @@ def train_step(
     source = "augmented on the fly" if train_augments(recipe) else "cached graphs"
     print(f"train: run {key} ({len(records)} frames, {source}), checkpoints in {ckpt_dir}")
     final = train(records, recipe.model, recipe.train, recipe.loss, ckpt_dir, live_dir=live_dir, meta=meta)
-    copy_atomic(final, model_path)
+    export_model(final, model_path)
     summary = live_dir / "metrics.json"
     write_json_atomic(metrics_path, json.loads(summary.read_text()) if summary.exists() else {})
     return model_path

@@ -124,7 +124,9 @@ def test_training_param_reruns_only_train_predict_evaluate(repo: Path) -> None:
     before = _lock_outs(repo)
     _set_params(repo, train={"max_steps": 6})
     proc = _dvc(repo, "repro")
-    assert _ran(proc) == {"train", "predict", "evaluate"}
+    ran = _ran(proc)
+    # evaluate reruns only if the predictions changed (a few steps of training may leave them identical)
+    assert {"train", "predict"} <= ran <= {"train", "predict", "evaluate"}
     after = _lock_outs(repo)
     assert after["data/graphs/train"] == before["data/graphs/train"]  # graphs were not recomputed
     assert after["models/model.pt"] != before["models/model.pt"]
