@@ -537,7 +537,7 @@ def fov_mask(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.
     xyz = np.asarray(xyz_velo)
     if xyz.dtype not in (np.float32, np.float64):
         xyz = xyz.astype(np.float64)
-    return _fov_kernel(np.ascontiguousarray(xyz), velo_to_image_matrix(calib), float(width), float(height))
+    return _fov_kernel(xyz, velo_to_image_matrix(calib), float(width), float(height))  # views need no copy
 
 
 @njit(cache=True)
