@@ -1,8 +1,15 @@
 """Forward+backward step time and peak memory of the Point-GNN model, and the edge MLP's GFLOP/s.
 
-    .venv/bin/python benchmarks/train_step.py [--device cpu|cuda|auto] [--threads 1] [--quick]
+    .venv/bin/python benchmarks/train_step.py [--device cpu|cuda|auto] [--threads 1] [--quick] [--synth-only]
 
-Graphs come from the reference frames (``../shared/data/pointgnn_reference/T1/*.npz``):
+Graphs:
+
+* ``synth``: what the default pipeline trains on: synthetic KITTI frames (``pgnn synth``, seed 0) through
+  ``pgnn.steps.graph_record`` with the default recipe (``pgnn.presets.resolve(Params())``: the ``car``
+  training graph, 0.8 m random keypoints, cap 256): ~1.4-2.1k keypoints, ~90k level-0 and 45-90k level-1
+  edges per frame.
+
+and from the reference frames (``../shared/data/pointgnn_reference/T1/*.npz``):
 
 * ``runtime``: the saved graphs themselves, built with the original's *runtime* config (0.4 m keypoints, no
   neighbour cap): 2-5k keypoints, 0.3-0.5M level-0 and 0.4-1.0M level-1 edges. These are 5-10x bigger than
@@ -12,7 +19,13 @@ Graphs come from the reference frames (``../shared/data/pointgnn_reference/T1/*.
 
 The loss is a dummy (sum of all outputs); an Adam step is included. Each case runs in its own process, so its
 peak RSS (``ru_maxrss``) is its own; ``base`` is the RSS after loading graphs and model, before the first
-step. ``ckpt`` marks ``checkpoint_chunks=True`` (per-chunk recomputation in the backward pass).
+step. ``ckpt`` marks ``checkpoint_chunks=True`` (per-chunk recomputation in the backward pass). ``ms/step``
+is wall clock per step after one warm-up step; ``CPU min`` the least process CPU time of a step, steadier
+than wall clock on a shared machine.
+
+Measured 2026-11-29 on the 2-core EPYC (shared, load 2-4), one thread, CPU time per step (forward + backward
++ Adam), before -> after the custom segment-max backward and the related changes in pgnn/model.py:
+``small`` synth batch 2 ~435-465 -> ~150-190 ms; ``car_T3`` synth batch 1 ~4.5-5.0 -> ~3.5-3.8 s.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -37,6 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("PGNN_SHARED", REPO.parent / "shared")) / "data" / "pointgnn_reference"
 FRAMES_1 = ["000002"]  # the smallest level-1 edge count of the 7 (0.41M)
 FRAMES_4 = ["000000", "000002", "000003", "000114"]
+SYNTH_FRAMES = 2  # synthetic frames 000000, 000001 (seed 0)
 
 
 def rss_mb() -> float:
@@ -44,9 +59,18 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def load_graph(frame: str, kind: str, device: str):  # noqa: ANN201
+def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None):  # noqa: ANN201
     from pgnn.model import graph_input_from_arrays
 
+    if kind == "synth":
+        from pgnn.config import Params
+        from pgnn.data.kitti import load_frame
+        from pgnn.presets import resolve
+        from pgnn.steps import graph_record
+
+        recipe = resolve(Params())
+        record = graph_record(load_frame(synth_root, frame), recipe.graph, recipe.targets, 0)
+        return graph_input_from_arrays(record, device, source=f"synthetic {frame}")
     with np.load(REFERENCE / "T1" / f"{frame}.npz") as npz:
         arrays = {k: npz[k] for k in npz.files}
     if kind == "train":
@@ -73,7 +97,9 @@ def run_case(case: dict) -> dict:
 
     torch.set_num_threads(case["threads"])
     device = case["device"]
-    graph = collate_graphs([load_graph(f, case["graph"], device) for f in case["frames"]])
+    graph = collate_graphs(
+        [load_graph(f, case["graph"], device, case.get("synth_root")) for f in case["frames"]]
+    )
     model = PointGNN(
         MODEL_PRESETS[case["preset"]],
         generator=torch.Generator().manual_seed(0),
@@ -84,18 +110,22 @@ def run_case(case: dict) -> dict:
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     times = []
-    for _ in range(case["repeats"]):
+    cpu_times = []
+    for k in range(case["repeats"] + 1):  # the first step warms up
         sync(device)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         logits, boxes = model(graph)
         (logits.sum() + boxes.sum()).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         sync(device)
-        times.append((time.perf_counter() - t) * 1000)
+        if k > 0:
+            times.append((time.perf_counter() - t) * 1000)
+            cpu_times.append((time.process_time() - c) * 1000)
     return {
         **case,
         "ms": times,
+        "cpu_ms": cpu_times,
         "n0": graph.vertex_coord[0].shape[0],
         "n1": graph.vertex_coord[1].shape[0],
         "e0": graph.edges[0].shape[0],
@@ -160,7 +190,7 @@ def edge_mlp_rate(device: str, threads: int, frame: str = "000002") -> list[tupl
     return rows
 
 
-def cases(device: str, threads: int, quick: bool) -> list[dict]:
+def cases(device: str, threads: int, quick: bool, synth_root: str, synth_only: bool = False) -> list[dict]:
     def case(preset: str, graph: str, frames: list[str], ckpt: bool, repeats: int) -> dict:
         return {
             "preset": preset,
@@ -170,9 +200,17 @@ def cases(device: str, threads: int, quick: bool) -> list[dict]:
             "repeats": repeats,
             "device": device,
             "threads": threads,
+            "synth_root": synth_root,
         }
 
-    out = [
+    synth_frames = [f"{i:06d}" for i in range(SYNTH_FRAMES)]
+    synth = [
+        case("small", "synth", synth_frames, False, 8),  # the default pipeline's training step
+        case("car_T3", "synth", synth_frames[:1], False, 3),
+    ]
+    if synth_only:
+        return synth
+    out = synth + [
         case("small", "train", FRAMES_1, False, 6),
         case("small", "train", FRAMES_4, False, 4),
         case("car_T3", "train", FRAMES_1, False, 3),
@@ -192,6 +230,9 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--quick", action="store_true", help="skip the batch-4 runtime-graph cases")
+    parser.add_argument(
+        "--synth-only", action="store_true", help="only the synthetic-frame cases (no reference data needed)"
+    )
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one case, print JSON
     args = parser.parse_args()
@@ -209,14 +250,18 @@ def main() -> int:
         f"{' (' + torch.cuda.get_device_name() + ')' if device.startswith('cuda') else ''}, "
         f"{args.threads} CPU thread(s), OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     )
+    from pgnn.data.synthetic import generate_dataset
+
+    synth_dir = tempfile.TemporaryDirectory(prefix="pgnn-train-step-")
+    generate_dataset(synth_dir.name, SYNTH_FRAMES, 0)
     results = []
     header = (
         f"{'preset':<8} {'graph':<8} {'B':>1} {'ckpt':<4} {'N0':>7} {'N1':>6} {'E0':>8} {'E1':>8} "
-        f"{'ms/step (each)':<26} {'peak RSS MB':>11} {'base MB':>8} {'CUDA MB':>8}"
+        f"{'ms/step (each)':<34} {'CPU min':>8} {'peak RSS MB':>11} {'base MB':>8} {'CUDA MB':>8}"
     )
     print(header)
     print("-" * len(header))
-    for c in cases(device, args.threads, args.quick):
+    for c in cases(device, args.threads, args.quick, synth_dir.name, args.synth_only):
         proc = subprocess.run(
             [sys.executable, __file__, "--one", json.dumps(c)], capture_output=True, text=True
         )
@@ -229,10 +274,15 @@ def main() -> int:
         cuda = f"{r['cuda_peak_mb']:.0f}" if r["cuda_peak_mb"] is not None else "-"
         print(
             f"{r['preset']:<8} {r['graph']:<8} {len(r['frames'])} {'yes' if r['ckpt'] else 'no':<4} "
-            f"{r['n0']:>7} {r['n1']:>6} {r['e0']:>8} {r['e1']:>8} {ms:<26} {r['peak_mb']:>11.0f} "
-            f"{r['base_mb']:>8.0f} {cuda:>8}",
+            f"{r['n0']:>7} {r['n1']:>6} {r['e0']:>8} {r['e1']:>8} {ms:<34} {min(r['cpu_ms']):>8.0f} "
+            f"{r['peak_mb']:>11.0f} {r['base_mb']:>8.0f} {cuda:>8}",
             flush=True,
         )
+    synth_dir.cleanup()
+    if args.synth_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps({"steps": results}, indent=2))
+        return 0
 
     print()
     print(f"{'edge MLP rate (forward, inference)':<52} {'GFLOP':>8} {'ms':>9} {'GFLOP/s':>8}")

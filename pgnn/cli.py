@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import-weights": ("pgnn.commands.import_weights", "convert the authors' weights to a pgnn model"),
     "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
     "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),
-    "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval) and print its table or JSON"),
+    "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval): table or JSON"),
 }
 
 

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pydantic
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_geometric.utils import scatter
 
+import pgnn.model
 from pgnn.errors import DataError
 from pgnn.model import (
     INITIALIZERS,
     MLP,
     MODEL_PRESETS,
+    EdgeChunk,
     GNNLayerConfig,
     GraphInput,
+    LinearInit,
     ModelConfig,
     PointGNN,
     PointGNNConv,
@@ -25,6 +30,9 @@ from pgnn.model import (
     count_parameters,
     destination_chunks,
     graph_input_from_arrays,
+    linear,
+    relative_edge_layer,
+    segment_max,
 )
 
 TINY = ModelConfig(
@@ -38,10 +46,21 @@ TINY = ModelConfig(
 )
 
 
-def toy_arrays(rng: np.random.Generator, n0: int = 60, n1: int = 9, f: int = 2) -> dict[str, np.ndarray]:
-    """A graph in the reference layout: radius edges (r0 = 0.35, r1 = 0.6, self loops on level 1)."""
+def toy_arrays(
+    rng: np.random.Generator, n0: int = 60, n1: int = 9, f: int = 2, duplicates: int = 0
+) -> dict[str, np.ndarray]:
+    """A graph in the reference layout: radius edges (r0 = 0.35, r1 = 0.6, self loops on level 1).
+
+    ``duplicates`` > 0: points ``duplicates .. 2 * duplicates - 1`` repeat points ``0 .. duplicates - 1``
+    (position and features), and the keypoints include point 0 and its copy, so messages tie on both levels.
+    """
     xyz0 = rng.uniform(0, 1, (n0, 3)).astype(np.float32)
+    features = rng.normal(size=(n0, f)).astype(np.float32)
     kp = rng.choice(n0, n1, replace=False)
+    if duplicates:
+        xyz0[duplicates : 2 * duplicates] = xyz0[:duplicates]
+        features[duplicates : 2 * duplicates] = features[:duplicates]
+        kp = np.concatenate([[0, duplicates], [k for k in kp if k not in (0, duplicates)][: n1 - 2]])
     xyz1 = xyz0[kp]
     d0 = np.linalg.norm(xyz0[:, None] - xyz1[None], axis=-1)  # (n0, n1)
     src0, dst0 = np.nonzero(d0 <= 0.35)
@@ -49,7 +68,7 @@ def toy_arrays(rng: np.random.Generator, n0: int = 60, n1: int = 9, f: int = 2) 
     src1, dst1 = np.nonzero(d1 <= 0.6)
     order0, order1 = np.argsort(dst0, kind="stable"), np.argsort(dst1, kind="stable")
     return {
-        "input_features": rng.normal(size=(n0, f)).astype(np.float32),
+        "input_features": features,
         "vertex_coord_0": xyz0,
         "vertex_coord_1": xyz1,
         "vertex_coord_2": xyz1.copy(),
@@ -123,10 +142,15 @@ def test_mlp_activation_placement() -> None:
 
 
 def test_mlp_forward_from_first_matches_forward() -> None:
-    mlp = MLP(5, (6, 7, 3), "tanh", linear_last=True)
+    mlp = MLP(5, (6, 7, 3), "tanh", linear_last=True, init=LinearInit(generator=seeded(2)))
     torch.nn.init.normal_(mlp.layers[0].bias, generator=seeded())
     x = torch.randn(4, 5, generator=seeded(1))
-    assert torch.allclose(mlp.forward_from_first(mlp.layers[0](x)), mlp(x))
+    assert torch.equal(mlp.forward_from_first(linear(x, mlp.layers[0])), mlp(x))
+    assert torch.allclose(mlp.forward_from_first(mlp.layers[0](x)), mlp(x), atol=1e-6)
+    # without the last activation (linear_last=False): the pre-activation of the last layer
+    relu_mlp = MLP(5, (6, 7), "relu", linear_last=False, init=LinearInit(generator=seeded(2)))
+    pre = relu_mlp(x, last_activation=False)
+    assert (pre < 0).any() and torch.equal(F.relu(pre), relu_mlp(x))
 
 
 @pytest.mark.parametrize("name", ["relu", "relu6", "leaky_relu", "elu", "sigmoid", "tanh"])
@@ -353,7 +377,10 @@ def test_empty_sets_aggregate_to_zero_even_for_negative_messages() -> None:
 def test_destination_chunks_cover_whole_sets() -> None:
     dst = torch.tensor([0, 0, 0, 1, 3, 3, 3, 3, 3, 4, 4, 6])
     edge_index = torch.stack([torch.arange(len(dst)), dst])
-    chunks = destination_chunks(edge_index, 8, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. torch.searchsorted's non-contiguous input warning
+        chunks = destination_chunks(edge_index, 8, 4)
+    assert all(isinstance(c, EdgeChunk) for c in chunks)
     covered = []
     for local, d0, d1 in chunks:
         assert d1 > d0
@@ -364,6 +391,18 @@ def test_destination_chunks_cover_whole_sets() -> None:
     assert chunks[0][1] == 0 and chunks[-1][2] == 8
     assert sorted(covered) == sorted(zip(edge_index[0].tolist(), dst.tolist(), strict=True))
     assert destination_chunks(edge_index, 0, 4) == []
+
+
+def test_edges_are_split_once_per_level(graph: GraphInput, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def counting(edge_index: torch.Tensor, num_dst: int, max_edges: int) -> list[EdgeChunk]:
+        calls.append(edge_index.shape[1])
+        return destination_chunks(edge_index, num_dst, max_edges)
+
+    monkeypatch.setattr(pgnn.model, "destination_chunks", counting)
+    PointGNN(TINY, generator=seeded(), max_edges_per_chunk=16)(graph)  # two GNN iterations
+    assert calls == [len(graph.edges[0]), len(graph.edges[1])]
 
 
 def test_chunked_forward_equals_unchunked_and_sorts_unsorted_edges(graph: GraphInput) -> None:
@@ -378,6 +417,158 @@ def test_chunked_forward_equals_unchunked_and_sorts_unsorted_edges(graph: GraphI
     assert torch.allclose(a.box_encodings, b.box_encodings, atol=1e-6)
     for x, y in zip(a.layer_features, b.layer_features, strict=True):
         assert torch.allclose(x, y, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Segment max, the relative edge layer, narrow linear layers (custom backward passes)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def torch_scatter_max(values: torch.Tensor, index: torch.Tensor, num_dst: int) -> torch.Tensor:
+    """PyTorch's own scatter max (PyG's ``scatter(reduce="max")``), with PyTorch's autograd."""
+    return values.new_zeros((num_dst, values.shape[1])).scatter_reduce(
+        0, index.view(-1, 1).expand_as(values), values, "amax", include_self=False
+    )
+
+
+def tied_values(rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(40, 5) float64 rows over 7 destinations (destination 6 empty), with exact ties, none at 0."""
+    index = torch.from_numpy(rng.integers(0, 6, 40))
+    values = torch.from_numpy(rng.normal(size=(40, 5)))
+    values[1::4] = values[0::4]  # duplicated rows ...
+    index[1::4] = index[0::4]  # ... to the same destination: ties wherever the original wins
+    return values, index, 7
+
+
+def test_segment_max_values_and_empty_sets(rng: np.random.Generator) -> None:
+    values, index, n = tied_values(rng)
+    out = segment_max(values, index, n)
+    assert torch.equal(out, torch_scatter_max(values, index, n))
+    assert torch.equal(out[6], torch.zeros(5))
+    assert torch.equal(out[:6], naive_scatter_max(values, index, 6))
+    assert (out[:6] < 0).any()  # negative maxima stay negative (no max with 0)
+
+
+@pytest.mark.parametrize("with_ties", [True, False])
+def test_segment_max_gradient_equals_pytorchs_in_float64(rng: np.random.Generator, with_ties: bool) -> None:
+    values, index, n = tied_values(rng)
+    if not with_ties:
+        values = values + torch.arange(40, dtype=torch.float64)[:, None] * 1e-3
+    weights = torch.from_numpy(rng.normal(size=(n, 5)))
+    grads = []
+    for fn in (segment_max, torch_scatter_max):
+        v = values.clone().requires_grad_()
+        (fn(v, index, n) * weights).sum().backward()
+        grads.append(v.grad)
+    ties = int((values == segment_max(values, index, n)[index]).sum()) - 6 * 5
+    assert (ties > 0) == with_ties
+    assert torch.allclose(grads[0], grads[1], rtol=0, atol=1e-15)
+
+
+def test_segment_max_splits_ties_evenly_like_tf() -> None:
+    values = torch.tensor([[2.0, 0.0], [2.0, 0.0], [1.0, -1.0], [5.0, 3.0]], requires_grad=True)
+    index = torch.tensor([0, 0, 0, 1])
+    segment_max(values, index, 2).sum().backward()
+    # column 0: two rows tie at 2 -> 1/2 each; column 1: two rows tie at exactly 0 -> 1/2 each (TF; PyTorch's
+    # own scatter_reduce backward gives 1/3, counting the excluded initial 0)
+    want = torch.tensor([[0.5, 0.5], [0.5, 0.5], [0.0, 0.0], [1.0, 1.0]])
+    assert torch.equal(values.grad, want)
+
+
+def test_segment_max_passes_gradcheck(rng: np.random.Generator) -> None:
+    values = torch.from_numpy(rng.normal(size=(30, 4))).requires_grad_()
+    index = torch.from_numpy(rng.integers(0, 5, 30))
+    assert torch.autograd.gradcheck(lambda v: segment_max(v, index, 6), (values,))
+
+
+def test_relative_edge_layer_equals_the_gathered_form(rng: np.random.Generator) -> None:
+    def t(*shape: int) -> torch.Tensor:
+        return torch.from_numpy(rng.normal(size=shape)).requires_grad_()
+
+    vertex_part, coord, center, w_rel_t = t(6, 4), t(6, 3), t(5, 3), t(3, 4)
+    edge_index = torch.from_numpy(np.stack([rng.integers(0, 6, 25), np.sort(rng.integers(0, 5, 25))]))
+    src, dst = edge_index
+    got = relative_edge_layer(vertex_part, coord, center, w_rel_t, edge_index)
+    want = vertex_part[src] + (coord[src] - center[dst]) @ w_rel_t
+    assert torch.allclose(got, want, rtol=0, atol=1e-12)
+    inputs = (vertex_part, coord, center, w_rel_t)
+    assert torch.autograd.gradcheck(lambda *a: relative_edge_layer(*a, edge_index), inputs)
+    # only what needs a gradient gets one
+    plain = [x.detach() for x in inputs]
+    plain[2].requires_grad_()
+    relative_edge_layer(*plain, edge_index).sum().backward()
+    assert plain[2].grad is not None and all(x.grad is None for k, x in enumerate(plain) if k != 2)
+
+
+@pytest.mark.parametrize("in_dim", [3, 4, 12])
+def test_linear_equals_nn_linear_with_the_same_gradients(in_dim: int) -> None:
+    layer = torch.nn.Linear(in_dim, 6).double()
+    x = torch.randn(50, in_dim, dtype=torch.float64, generator=seeded(3))
+    grads = []
+    for fn in (linear, lambda x, m: m(x)):
+        layer.zero_grad()
+        out = fn(x, layer)
+        (out * torch.arange(6.0, dtype=torch.float64)).sum().backward()
+        grads.append((out.detach(), layer.weight.grad.clone(), layer.bias.grad.clone()))
+    for a, b in zip(*grads, strict=True):
+        assert torch.allclose(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["relu", "relu6", "tanh"])
+def test_point_set_pooling_matches_the_naive_form_for_each_activation(
+    graph: GraphInput, activation: str
+) -> None:
+    """relu and relu6 take the max over pre-activations (``MAX_COMMUTES``), tanh per edge: same values."""
+    m = PointSetPooling(2, (8, 16), (12,), activation)
+    torch.nn.init.normal_(m.point_mlp.layers[1].bias, std=3.0, generator=seeded())  # reach relu6's top
+    args = (graph.features, graph.vertex_coord[0], graph.keypoint_indices[0])
+    assert m.max_first == (activation != "tanh")
+    assert torch.allclose(m(*args, graph.edges[0].t()), naive_pooling(m, *args, graph.edges[0]), atol=1e-6)
+
+
+def per_edge_forward(model: PointGNN, g: GraphInput) -> tuple[torch.Tensor, torch.Tensor]:
+    """The network as the previous implementation computed it: full per-edge MLPs (activation per edge) and
+    PyG's scatter max with PyTorch's autograd."""
+    src, dst = g.edges[0][:, 0], g.edges[0][:, 1]
+    coord0, keypoints = g.vertex_coord[0], g.keypoint_indices[0]
+    rel = coord0[src] - coord0[keypoints][dst]
+    per_edge = model.pool.point_mlp(torch.cat([g.features[src], rel], dim=1))
+    state = model.pool.set_mlp(scatter(per_edge, dst, 0, len(keypoints), reduce="max"))
+    coord = g.vertex_coord[1]
+    src, dst = g.edges[1][:, 0], g.edges[1][:, 1]
+    for conv in model.gnn:
+        offset = conv.offset_mlp(state) if conv.offset_mlp is not None else torch.zeros_like(coord)
+        per_edge = conv.edge_mlp(torch.cat([state[src], coord[src] - (coord + offset)[dst]], dim=1))
+        state = state + conv.update_mlp(scatter(per_edge, dst, 0, len(state), reduce="max"))
+    return model.head(state)
+
+
+@pytest.mark.parametrize(("activation", "chunk"), [("relu", 10**9), ("relu", 13), ("tanh", 13)])
+def test_model_gradients_equal_the_per_edge_scatter_max_form_in_float64(
+    rng: np.random.Generator, activation: str, chunk: int
+) -> None:
+    """Duplicated points make exact ties (at positive values) on both levels; ReLU adds ties at 0."""
+    g = graph_input_from_arrays(toy_arrays(rng, n0=60, n1=12, duplicates=15))
+    coords = tuple(c.double() for c in g.vertex_coord)
+    g = GraphInput(g.features.double(), coords, g.keypoint_indices, g.edges)
+    cfg = TINY.model_copy(update={"activation": activation})
+    model = PointGNN(cfg, generator=seeded(), max_edges_per_chunk=chunk).double()
+    for p in model.parameters():  # non-zero biases: more varied signs, maxima away from 0
+        torch.nn.init.normal_(p, std=0.4, generator=seeded(9))
+    grads = []
+    for forward in (model, lambda g: per_edge_forward(model, g)):
+        model.zero_grad()
+        logits, boxes = forward(g)
+        w = torch.linspace(-1, 1, logits.numel(), dtype=torch.float64).view_as(logits)
+        ((logits * w).sum() + boxes.square().sum()).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for name, want in grads[1].items():
+        assert float(want.abs().max()) > 0, name
+        assert torch.allclose(grads[0][name], want, rtol=1e-10, atol=1e-12), name
+    # the duplicates did tie: point 0 and its copy send equal messages to keypoint 0 (and the two keypoints,
+    # equal too, to each other's sets)
+    state = model.forward_with_intermediates(g).layer_features[0]
+    assert torch.equal(state[0], state[1])
 
 
 # ---------------------------------------------------------------------------------------------------------
