@@ -3,6 +3,7 @@
 #   make test       - build .venv if needed, then run ruff and the full test suite
 # Everything else here is a helper for those two.
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
@@ -20,8 +21,8 @@ venv: $(STAMP)
 # pip (not uv/poetry): only pip sees the local CPU torch wheel. Rebuilt when the requirement files change.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | grep -v "is ignored: it is neither" || true
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(VENV)/bin/python -c "import torch, torch_geometric, numba, pgnn; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
