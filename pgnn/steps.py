@@ -356,15 +356,18 @@ def train_step(
     }
     key = train_run_key(recipe, graphs_dir, meta, prepared_dir, gt_db_path)
     ckpt_dir = ckpt_root / key
-    if ckpt_root.exists():
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 touches files
+    if main_rank and ckpt_root.exists():
         for old in ckpt_root.iterdir():
             if old.name != key:
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
-    if latest_checkpoint(ckpt_dir) is None and live_dir.exists():
+    if main_rank and latest_checkpoint(ckpt_dir) is None and live_dir.exists():
         shutil.rmtree(live_dir)  # a fresh run: no stale curves from another run's params
     source = "augmented on the fly" if train_augments(recipe) else "cached graphs"
     print(f"train: run {key} ({len(records)} frames, {source}), checkpoints in {ckpt_dir}")
     final = train(records, recipe.model, recipe.train, recipe.loss, ckpt_dir, live_dir=live_dir, meta=meta)
+    if not main_rank:
+        return model_path
     export_model(final, model_path)
     summary = live_dir / "metrics.json"
     write_json_atomic(metrics_path, json.loads(summary.read_text()) if summary.exists() else {})
