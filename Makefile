@@ -27,7 +27,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	touch $(STAMP)
 
 pipeline: $(STAMP)
-	$(VENV)/bin/python -m pgnn.pipeline
+	$(VENV)/bin/python -m pgnn.pipeline.run
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

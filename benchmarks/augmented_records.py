@@ -1,12 +1,13 @@
-"""Can on-the-fly augmentation keep the model fed? Per-record cost of ``pgnn.dataset`` vs a training step.
+"""Can on-the-fly augmentation keep the model fed? Per-record cost of ``pgnn.training.dataset`` vs a training
+step.
 
 Per real KITTI frame (the shared kitti_sample's velodyne frames, Car training graph ``car``), single thread,
 milliseconds of:
 
 ============== =================================================================================
-cache read     one record from the npz graph cache (``pgnn.cache.GraphCache``; what training reads
+cache read     one record from the npz graph cache (``pgnn.graphs.cache.GraphCache``; what training reads
                when augmentation is off)
-graph+targets  ``pgnn.steps.graph_record``: graph, features, vertex targets (what the cache holds)
+graph+targets  ``pgnn.pipeline.steps.graph_record``: graph, features, vertex targets (what the cache holds)
 augment        the original's Car augmentation alone (``ORIGINAL_CAR_AUGMENT``: rotation, flip,
                per-object shift)
 gt paste       ground-truth sampling alone (``GtSampleConfig()``: 2 cars, 10 pedestrians, 10 cyclists,
@@ -64,7 +65,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument(
-        "--db", type=Path, default=None,
+        "--db",
+        type=Path,
+        default=None,
         help="a gt_db parquet to paste from (default: these frames' own objects, which hold only a few "
         "pedestrians and cyclists, so fewer than the 22 crops a scene asks for get tried)",
     )
@@ -72,14 +75,14 @@ def main() -> None:
 
     import torch
 
-    from pgnn.augment import ORIGINAL_CAR_AUGMENT, apply_augmentations, point_set_from_frame
-    from pgnn.cache import GraphCache, write_graph_shard
+    from pgnn.config.presets import PRESETS
+    from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, apply_augmentations, point_set_from_frame
+    from pgnn.data.gt_db import GtDatabase, GtSampleConfig, build_gt_db, read_gt_db, sample_and_paste
     from pgnn.data.kitti import labels_to_boxes, load_frame
-    from pgnn.dataset import AugmentedRecords, augment_rng
-    from pgnn.gt_db import GtDatabase, GtSampleConfig, build_gt_db, read_gt_db, sample_and_paste
-    from pgnn.model import MODEL_PRESETS, PointGNN, collate_graphs, graph_input_from_arrays
-    from pgnn.presets import PRESETS
-    from pgnn.steps import graph_record
+    from pgnn.graphs.cache import GraphCache, write_graph_shard
+    from pgnn.nn.model import MODEL_PRESETS, PointGNN, collate_graphs, graph_input_from_arrays
+    from pgnn.pipeline.steps import graph_record
+    from pgnn.training.dataset import AugmentedRecords, augment_rng
 
     torch.set_num_threads(1)
     recipe = PRESETS["small"]
@@ -94,8 +97,8 @@ def main() -> None:
     )
     records = [graph_record(f, graph_cfg, targets, 0) for f in frames]
     with tempfile.TemporaryDirectory() as tmp:
-        from pgnn.io import write_json_atomic
-        from pgnn.shards import MANIFEST
+        from pgnn.core.io import write_json_atomic
+        from pgnn.core.shards import MANIFEST
 
         write_graph_shard(Path(tmp) / "shard-0000.npz", records)
         manifest = {"shards": [{"file": "shard-0000.npz", "frames": list(FRAMES)}]}
@@ -137,8 +140,10 @@ def main() -> None:
         step_ms.append(cpu_ms(step, max(2, args.repeat // 2)))
     small_step = float(np.mean(step_ms))
 
-    print(f"# per record, CPU ms, 1 thread; mean over {len(frames)} real KITTI frames of the median of "
-          f"{args.repeat} samples")
+    print(
+        f"# per record, CPU ms, 1 thread; mean over {len(frames)} real KITTI frames of the median of "
+        f"{args.repeat} samples"
+    )
     print(f"{'stage':<16} {'ms':>8} {'min':>8} {'max':>8}")
     for name, values in rows.items():
         print(f"{name:<16} {np.mean(values):8.1f} {np.min(values):8.1f} {np.max(values):8.1f}")
@@ -147,8 +152,10 @@ def main() -> None:
         rec = float(np.mean(rows[name]))
         cpu_workers = args.batch * rec / small_step
         gpu_workers = 4 * rec / GPU_STEP_MS
-        print(f"{name:<14} {rec:6.1f} ms/record: CPU small step needs {cpu_workers:4.2f} workers; "
-              f"a {GPU_STEP_MS:.0f} ms GPU step at batch 4 needs {gpu_workers:4.1f} workers")
+        print(
+            f"{name:<14} {rec:6.1f} ms/record: CPU small step needs {cpu_workers:4.2f} workers; "
+            f"a {GPU_STEP_MS:.0f} ms GPU step at batch 4 needs {gpu_workers:4.1f} workers"
+        )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Which on-disk layout should the graph cache use? Size, write time and read time of real graph records.
 
-The records are what ``pgnn.steps.graph_record`` caches (the ``car_T3`` preset's Car training graph, inputs
+The records are what ``pgnn.pipeline.steps.graph_record`` caches (the ``car_T3`` preset's Car training graph,
+inputs
 and targets) for the real KITTI frames with velodyne scans in the shared kitti_sample, and for synthetic
 frames (``pgnn.data.synthetic``, seed 0). Each data set is written as shards of ``--frames-per-shard``
 frames (params.yaml's ``data.frames_per_shard``: 8) in each layout:
 
-- ``npz-shard``        pgnn's cache (``pgnn.cache``): one uncompressed, byte-stable npz per shard, each key's
+- ``npz-shard``        pgnn's cache (``pgnn.graphs.cache``): one uncompressed, byte-stable npz per shard,
+each key's
                        arrays concatenated over the frames + offsets; a frame is read by memory-mapping.
 - ``npz-shard/pread``  pgnn's shard file read without the memory map: one ``os.preadv`` per array slice.
 - ``npz-z-shard``      the same arrays, ``np.savez_compressed`` (zlib); a frame needs the shard inflated.
@@ -13,7 +15,8 @@ frames (params.yaml's ``data.frames_per_shard``: 8) in each layout:
                        frame's bytes are contiguous; read by memory-mapping.
 - ``parquet-zstd``     one parquet file per shard, one row (and row group) per frame, one list column per
                        array (flattened; trailing shapes in the schema metadata), zstd; read per row group.
-- ``npz-per-frame``    one uncompressed npz per frame (``pgnn.npzstore.save_npz``), read with ``np.load``.
+- ``npz-per-frame``    one uncompressed npz per frame (``pgnn.graphs.npzstore.save_npz``), read with
+``np.load``.
 - ``npz-z-per-frame``  one ``np.savez_compressed`` npz per frame.
 - ``...+csr``          the same layout with each ``edges_i`` stored as CSR (:func:`compact_record`: uint16
                        sources + int32 edge counts per destination) and expanded back to (E, 2) on read.
@@ -52,9 +55,9 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from pgnn.cache import FRAME_ID, GraphShardFile, pack_records, write_graph_shard  # noqa: E402
-from pgnn.io import atomic_path  # noqa: E402
-from pgnn.npzstore import open_npz_memmap, save_npz  # noqa: E402
+from pgnn.core.io import atomic_path  # noqa: E402
+from pgnn.graphs.cache import FRAME_ID, GraphShardFile, pack_records, write_graph_shard  # noqa: E402
+from pgnn.graphs.npzstore import open_npz_memmap, save_npz  # noqa: E402
 
 SHARED = Path(os.environ.get("PGNN_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"
 REAL_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
@@ -68,21 +71,23 @@ Record = dict[str, np.ndarray]
 
 def real_records(root: Path, frame_ids: Sequence[str], preset: str = PRESET) -> list[Record]:
     """Graph records of real KITTI frames, as the ``graphs`` stage caches them."""
+    from pgnn.config.presets import PRESETS
     from pgnn.data.kitti import load_frame
-    from pgnn.presets import PRESETS
-    from pgnn.steps import graph_record
+    from pgnn.pipeline.steps import graph_record
 
     recipe = PRESETS[preset]
-    return [graph_record(load_frame(root, fid), recipe.graph, recipe.targets, recipe.graph_seed)
-            for fid in frame_ids]
+    return [
+        graph_record(load_frame(root, fid), recipe.graph, recipe.targets, recipe.graph_seed)
+        for fid in frame_ids
+    ]
 
 
 def synthetic_records(count: int, seed: int = 0, preset: str = PRESET) -> list[Record]:
     """Graph records of synthetic frames 0 .. count-1."""
+    from pgnn.config.presets import PRESETS
     from pgnn.data import synthetic
     from pgnn.data.kitti import frame_from_scan
-    from pgnn.presets import PRESETS
-    from pgnn.steps import graph_record
+    from pgnn.pipeline.steps import graph_record
 
     recipe = PRESETS[preset]
     records = []
@@ -94,7 +99,7 @@ def synthetic_records(count: int, seed: int = 0, preset: str = PRESET) -> list[R
 
 
 def _slice_record(arrays: Mapping[str, np.ndarray], i: int) -> Record:
-    """Frame ``i`` of packed shard arrays (``pgnn.cache.pack_records``' layout)."""
+    """Frame ``i`` of packed shard arrays (``pgnn.graphs.cache.pack_records``' layout)."""
     out: Record = {FRAME_ID: np.asarray(str(arrays[FRAME_ID][i]))}
     for k, v in arrays.items():
         if k != FRAME_ID and not k.endswith(".offsets"):
@@ -322,7 +327,7 @@ def _write_npz_compressed_per_frame(records: Sequence[Record], folder: Path, nam
 def compact_record(record: Mapping[str, np.ndarray]) -> Record:
     """``edges_i`` (E, 2) int32 -> ``edges_i.src`` (E,) uint16 (uint32 from 65,536 sources) and
     ``edges_i.count`` (N_{i+1},) int32 edges per destination. Lossless for edges grouped by destination in
-    order, as ``pgnn.graph.radius_edges`` makes them.
+    order, as ``pgnn.graphs.build.radius_edges`` makes them.
     """
     out = dict(record)
     level = 0
@@ -615,8 +620,13 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: the temp folder)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    result = run_benchmark(args.root, synthetic=args.synthetic, frames_per_shard=args.frames_per_shard,
-                           repeat=args.repeat, work_dir=args.dir)
+    result = run_benchmark(
+        args.root,
+        synthetic=args.synthetic,
+        frames_per_shard=args.frames_per_shard,
+        repeat=args.repeat,
+        work_dir=args.dir,
+    )
     print(json.dumps(result) if args.json else format_table(result))
 
 

@@ -36,18 +36,36 @@ def jittered(labels: list[Label], rng: np.random.Generator, extra_fp: int) -> li
         if lab.type == "DontCare" or rng.random() < 0.15:
             continue
         bbox = tuple(float(v) for v in np.asarray(lab.bbox) + rng.normal(0.0, 4.0, 4))
-        out.append(dataclasses.replace(
-            lab, bbox=bbox, x=lab.x + rng.normal(0, 0.25), z=lab.z + rng.normal(0, 0.4),
-            l=lab.l * rng.uniform(0.9, 1.1), ry=lab.ry + rng.normal(0, 0.2), score=float(rng.uniform()),
-        ))
+        out.append(
+            dataclasses.replace(
+                lab,
+                bbox=bbox,
+                x=lab.x + rng.normal(0, 0.25),
+                z=lab.z + rng.normal(0, 0.4),
+                l=lab.l * rng.uniform(0.9, 1.1),
+                ry=lab.ry + rng.normal(0, 0.2),
+                score=float(rng.uniform()),
+            )
+        )
     for _ in range(extra_fp):
         left, top, height = rng.uniform(0, 1100), rng.uniform(120, 300), rng.uniform(15, 120)
-        out.append(Label(
-            type=str(rng.choice(["Car", "Pedestrian", "Cyclist"])), truncated=0.0, occluded=0,
-            alpha=float(rng.uniform(-3, 3)), bbox=(left, top, left + 1.5 * height, top + height),
-            h=1.5, w=1.6, l=3.9, x=float(rng.uniform(-15, 15)), y=1.7, z=float(rng.uniform(5, 60)),
-            ry=float(rng.uniform(-3, 3)), score=float(rng.uniform()),
-        ))
+        out.append(
+            Label(
+                type=str(rng.choice(["Car", "Pedestrian", "Cyclist"])),
+                truncated=0.0,
+                occluded=0,
+                alpha=float(rng.uniform(-3, 3)),
+                bbox=(left, top, left + 1.5 * height, top + height),
+                h=1.5,
+                w=1.6,
+                l=3.9,
+                x=float(rng.uniform(-15, 15)),
+                y=1.7,
+                z=float(rng.uniform(5, 60)),
+                ry=float(rng.uniform(-3, 3)),
+                score=float(rng.uniform()),
+            )
+        )
     return out
 
 

@@ -43,8 +43,8 @@ from typing import Any, NamedTuple  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pgnn.data import kitti  # noqa: E402
-from pgnn.graph import GRAPH_PRESETS, GraphConfig, downsample_levels, radius_edges  # noqa: E402
-from pgnn.targets import assign_targets  # noqa: E402
+from pgnn.graphs.build import GRAPH_PRESETS, GraphConfig, downsample_levels, radius_edges  # noqa: E402
+from pgnn.graphs.targets import assign_targets  # noqa: E402
 
 SHARED = Path(os.environ.get("PGNN_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"
 REAL_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
@@ -79,11 +79,16 @@ def real_frames(root: Path, frame_ids: Sequence[str]) -> list[RawFrame]:
     for fid in frame_ids:
         paths = kitti.frame_paths(root, fid)
         labels = kitti.read_labels(paths.label)
-        frames.append(RawFrame(
-            name=fid, scan=kitti.read_velodyne(paths.points), calib=kitti.read_calib(paths.calib),
-            image=kitti.read_image(paths.image), boxes=kitti.labels_to_boxes(labels),
-            names=[lb.type for lb in labels],
-        ))
+        frames.append(
+            RawFrame(
+                name=fid,
+                scan=kitti.read_velodyne(paths.points),
+                calib=kitti.read_calib(paths.calib),
+                image=kitti.read_image(paths.image),
+                boxes=kitti.labels_to_boxes(labels),
+                names=[lb.type for lb in labels],
+            )
+        )
     return frames
 
 
@@ -98,10 +103,16 @@ def synthetic_frames(count: int) -> list[RawFrame] | None:
     frames = []
     for index in range(count):
         f = synthetic.generate_frame(index, seed=0)
-        frames.append(RawFrame(
-            name=f"synthetic {f.frame_id}", scan=f.points_velo.astype(np.float32), calib=f.calib,
-            image=f.image, boxes=kitti.labels_to_boxes(f.labels), names=[lb.type for lb in f.labels],
-        ))
+        frames.append(
+            RawFrame(
+                name=f"synthetic {f.frame_id}",
+                scan=f.points_velo.astype(np.float32),
+                calib=f.calib,
+                image=f.image,
+                boxes=kitti.labels_to_boxes(f.labels),
+                names=[lb.type for lb in f.labels],
+            )
+        )
     return frames
 
 
@@ -132,8 +143,12 @@ def pgnn_pass(frame: RawFrame, cfg: GraphConfig, method: str | None, seed: int) 
 
 def _stage_times(t: list[float]) -> dict[str, float]:
     return {
-        "crop": t[1] - t[0], "downsample": t[2] - t[1], "edges_0": t[3] - t[2], "edges_1": t[4] - t[3],
-        "labels": t[5] - t[4], "total": t[5] - t[0],
+        "crop": t[1] - t[0],
+        "downsample": t[2] - t[1],
+        "edges_0": t[3] - t[2],
+        "edges_1": t[4] - t[3],
+        "labels": t[5] - t[4],
+        "total": t[5] - t[0],
     }
 
 
@@ -200,8 +215,10 @@ def _edges_original(sources: np.ndarray, centers: np.ndarray, radius: float, cap
     nbrs = NearestNeighbors(radius=radius, algorithm="ball_tree", n_jobs=1).fit(sources)
     indices = nbrs.radius_neighbors(centers, return_distance=False)
     if cap > 0:
-        indices = [n if n.size <= cap else np.random.choice(n, cap, replace=False)  # noqa: NPY002 (as original)
-                   for n in indices]
+        indices = [
+            n if n.size <= cap else np.random.choice(n, cap, replace=False)  # noqa: NPY002 (as original)
+            for n in indices
+        ]
     src = np.concatenate(indices)
     dst = np.concatenate([i * np.ones(n.size, dtype=np.int32) for i, n in enumerate(indices)])
     return np.array([src, dst]).transpose()
@@ -217,15 +234,23 @@ def _labels_original(xyz: np.ndarray, boxes: np.ndarray, names: list[str], metho
             continue
         x, y, z, l, h, w, yaw = box
         rot = np.array([[np.cos(yaw), 0, np.sin(yaw)], [0, 1, 0], [-np.sin(yaw), 0, np.cos(yaw)]])
-        local = np.array([[l / 2, 0, w / 2], [l / 2, 0, -w / 2], [-l / 2, 0, -w / 2], [-l / 2, 0, w / 2],
-                          [l / 2, -h, w / 2]])
+        local = np.array(
+            [
+                [l / 2, 0, w / 2],
+                [l / 2, 0, -w / 2],
+                [-l / 2, 0, -w / 2],
+                [-l / 2, 0, w / 2],
+                [l / 2, -h, w / 2],
+            ]
+        )
         corners = local @ rot.T + [x, y, z]
         normals = np.stack([corners[0] - corners[4], corners[0] - corners[1], corners[0] - corners[3]])
         lower = np.array([normals[0] @ corners[4], normals[1] @ corners[1], normals[2] @ corners[3]])
         upper = normals @ corners[0]
         proj = xyz @ normals.T
-        mask = np.logical_and.reduce([proj[:, k] > lower[k] for k in range(3)]
-                                     + [proj[:, k] < upper[k] for k in range(3)])
+        mask = np.logical_and.reduce(
+            [proj[:, k] > lower[k] for k in range(3)] + [proj[:, k] < upper[k] for k in range(3)]
+        )
         if name in objects:
             labels[mask] = 1
             boxes_out[mask] = box
@@ -307,8 +332,11 @@ def run_benchmark(
     car = {r["impl"]: r["total"] for r in rows if r["frames"] == "real" and r["preset"] == "car"}
     result: dict[str, Any] = {"rows": rows, "notes": notes}
     if "pgnn" in car:
-        result.update(ms_per_frame=car["pgnn"], baseline_ms_per_frame=car["baseline"],
-                      speedup=car["baseline"] / car["pgnn"])
+        result.update(
+            ms_per_frame=car["pgnn"],
+            baseline_ms_per_frame=car["baseline"],
+            speedup=car["baseline"] / car["pgnn"],
+        )
     return result
 
 
@@ -327,8 +355,11 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append("")
     for data_name in dict.fromkeys(r["frames"] for r in result["rows"]):
         for preset in dict.fromkeys(r["preset"] for r in result["rows"]):
-            pair = {r["impl"]: r["total"] for r in result["rows"]
-                    if r["frames"] == data_name and r["preset"] == preset}
+            pair = {
+                r["impl"]: r["total"]
+                for r in result["rows"]
+                if r["frames"] == data_name and r["preset"] == preset
+            }
             if len(pair) == 2:
                 lines.append(f"{data_name:<10} {preset:<16} speedup x{pair['baseline'] / pair['pgnn']:.1f}")
     return "\n".join(lines)

@@ -79,14 +79,16 @@ def run_benchmark(frames: int = 10, seed: int = 0) -> dict[str, Any]:
                 totals[stage] += value
             kinds = collections.Counter(o.kind for o in frame.objects)
             types = collections.Counter(label.type for label in frame.labels)
-            rows.append({
-                "frame": index,
-                "points": len(frame.points_velo),
-                "fov_points": int(frame.fov.sum()),
-                "objects": {k: kinds[k] for k in synth.CLASSES},
-                "labels": {k: types[k] for k in (*synth.CLASSES, "DontCare")},
-                "ms": {s: seconds[s] * 1e3 for s in STAGES},
-            })
+            rows.append(
+                {
+                    "frame": index,
+                    "points": len(frame.points_velo),
+                    "fov_points": int(frame.fov.sum()),
+                    "objects": {k: kinds[k] for k in synth.CLASSES},
+                    "labels": {k: types[k] for k in (*synth.CLASSES, "DontCare")},
+                    "ms": {s: seconds[s] * 1e3 for s in STAGES},
+                }
+            )
         start = time.perf_counter()
         for index in range(frames):
             synth.generate_frame(index, seed, config)
@@ -124,10 +126,10 @@ def format_table(result: dict[str, Any]) -> str:
         "",
         f"points per scan     mean {np.mean(points):,.0f}  min {min(points):,}  max {max(points):,}",
         f"points in view      mean {np.mean(fov):,.0f}  min {min(fov):,}  max {max(fov):,}",
-        "objects per frame   " + "  ".join(
-            f"{k} {sum(r['objects'][k] for r in rows) / n:.1f}" for k in synth.CLASSES),
-        "labels per frame    " + "  ".join(
-            f"{k} {sum(r['labels'][k] for r in rows) / n:.1f}" for k in (*synth.CLASSES, "DontCare")),
+        "objects per frame   "
+        + "  ".join(f"{k} {sum(r['objects'][k] for r in rows) / n:.1f}" for k in synth.CLASSES),
+        "labels per frame    "
+        + "  ".join(f"{k} {sum(r['labels'][k] for r in rows) / n:.1f}" for k in (*synth.CLASSES, "DontCare")),
         "mean ms per stage   " + "  ".join(f"{s} {result['mean_ms'][s]:.0f}" for s in STAGES),
         f"generate_frame      {result['frames_per_s']:.2f} frames/s  "
         f"({result['ms_per_frame']:.0f} ms a frame)",

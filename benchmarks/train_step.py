@@ -5,7 +5,8 @@
 Graphs:
 
 * ``synth``: what the default pipeline trains on: synthetic KITTI frames (``pgnn synth``, seed 0) through
-  ``pgnn.steps.graph_record`` with the default recipe (``pgnn.presets.resolve(Params())``: the ``car``
+  ``pgnn.pipeline.steps.graph_record`` with the default recipe (``pgnn.config.presets.resolve(Params())``:
+  the ``car``
   training graph, 0.8 m random keypoints, cap 256): ~1.4-2.1k keypoints, ~90k level-0 and 45-90k level-1
   edges per frame.
 
@@ -14,7 +15,8 @@ and from the reference frames (``../shared/data/pointgnn_reference/T1/*.npz``):
 * ``runtime``: the saved graphs themselves, built with the original's *runtime* config (0.4 m keypoints, no
   neighbour cap): 2-5k keypoints, 0.3-0.5M level-0 and 0.4-1.0M level-1 edges. These are 5-10x bigger than
   training graphs.
-* ``train``: the same points through ``pgnn.graph.build_graph`` with the ``car`` training preset (0.8 m random
+* ``train``: the same points through ``pgnn.graphs.build.build_graph`` with the ``car`` training preset (0.8
+m random
   keypoints, cap 256): ~1.6k keypoints, ~0.1M edges per level.
 
 The loss is a dummy (sum of all outputs); an Adam step is included. Each case runs in its own process, so its
@@ -24,7 +26,7 @@ is wall clock per step after one warm-up step; ``CPU min`` the least process CPU
 than wall clock on a shared machine.
 
 Measured 2026-11-29 on the 2-core EPYC (shared, load 2-4), one thread, CPU time per step (forward + backward
-+ Adam), before -> after the custom segment-max backward and the related changes in pgnn/model.py:
++ Adam), before -> after the custom segment-max backward and the related changes in pgnn/nn/model.py:
 ``small`` synth batch 2 ~435-465 -> ~150-190 ms; ``car_T3`` synth batch 1 ~4.5-5.0 -> ~3.5-3.8 s.
 """
 
@@ -60,13 +62,13 @@ def rss_mb() -> float:
 
 
 def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None):  # noqa: ANN201
-    from pgnn.model import graph_input_from_arrays
+    from pgnn.nn.model import graph_input_from_arrays
 
     if kind == "synth":
-        from pgnn.config import Params
+        from pgnn.config.params import Params
+        from pgnn.config.presets import resolve
         from pgnn.data.kitti import load_frame
-        from pgnn.presets import resolve
-        from pgnn.steps import graph_record
+        from pgnn.pipeline.steps import graph_record
 
         recipe = resolve(Params())
         record = graph_record(load_frame(synth_root, frame), recipe.graph, recipe.targets, 0)
@@ -74,7 +76,7 @@ def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None
     with np.load(REFERENCE / "T1" / f"{frame}.npz") as npz:
         arrays = {k: npz[k] for k in npz.files}
     if kind == "train":
-        from pgnn.graph import GRAPH_PRESETS, build_graph
+        from pgnn.graphs.build import GRAPH_PRESETS, build_graph
 
         graph = build_graph(arrays["vertex_coord_0"], GRAPH_PRESETS["car"], np.random.default_rng(int(frame)))
         graph["input_features"] = arrays["input_features"]
@@ -93,7 +95,7 @@ def run_case(case: dict) -> dict:
     """One configuration, in this process: step times (ms) and memory."""
     import torch
 
-    from pgnn.model import MODEL_PRESETS, PointGNN, collate_graphs
+    from pgnn.nn.model import MODEL_PRESETS, PointGNN, collate_graphs
 
     torch.set_num_threads(case["threads"])
     device = case["device"]
@@ -140,7 +142,7 @@ def edge_mlp_rate(device: str, threads: int, frame: str = "000002") -> list[tupl
     """GFLOP/s of one car_T3 Point-GNN iteration (forward, inference) on a runtime graph vs torch.mm."""
     import torch
 
-    from pgnn.model import DEFAULT_EDGES_PER_CHUNK, MODEL_PRESETS, PointGNNConv
+    from pgnn.nn.model import DEFAULT_EDGES_PER_CHUNK, MODEL_PRESETS, PointGNNConv
 
     torch.set_num_threads(threads)
     graph = load_graph(frame, "runtime", device)

@@ -1,5 +1,5 @@
 r"""The pgnn pipeline as Prefect 3 flows: the DVC diagram (``dvc.yaml``), stage for stage, calling the same
-``pgnn`` functions (``pgnn/steps.py``) with the same paths as ``stages/*.py``::
+``pgnn`` functions (``pgnn/pipeline/steps.py``) with the same paths as ``stages/*.py``::
 
     synth -> prepare@{train,val} -+-> gt_db ------------+-> train -> predict@val -> evaluate@val
                                   +-> graphs@{train,val} +
@@ -46,8 +46,8 @@ from flows.tasks import (
     synth_dataset,
     train_model,
 )
-from pgnn.config import Params, load_params
-from pgnn.shards import ShardPlan, ShardTask, pending_tasks, record_shard
+from pgnn.config.params import Params, load_params
+from pgnn.core.shards import ShardPlan, ShardTask, pending_tasks, record_shard
 
 STAGES: tuple[str, ...] = ("synth", "prepare", "gt_db", "graphs", "train", "predict", "evaluate")
 PREPROCESS_STAGES: tuple[str, ...] = ("synth", "prepare", "gt_db", "graphs")
@@ -226,7 +226,7 @@ def preprocess_flow(
             summary |= build_plans(plans, runner)
         gt_db = build_gt_db.submit(layout.prepared("train"), layout.gt_db) if "gt_db" in stages else None
         if "graphs" in stages:  # meanwhile (the flow's own thread runner runs gt_db)
-            from pgnn.presets import resolve
+            from pgnn.config.presets import resolve
 
             recipe = resolve(params)
             plans = {
@@ -256,8 +256,8 @@ def train_evaluate_flow(
     """
     stages = check_stages(stages, TRAIN_EVALUATE_STAGES)
     params, layout = load_project(params_path, project_root)
-    from pgnn.presets import resolve
-    from pgnn.targets import object_classes
+    from pgnn.config.presets import resolve
+    from pgnn.graphs.targets import object_classes
 
     recipe = resolve(params)
     summary: dict[str, Any] = {}

@@ -13,7 +13,7 @@ from prefect.settings import (
 )
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
-from pgnn.shards import one_thread_per_process
+from pgnn.core.shards import one_thread_per_process
 
 RunnerKind = Literal["threads", "processes", "dask"]
 RUNNER_KINDS: tuple[str, ...] = ("threads", "processes", "dask")

@@ -1,12 +1,12 @@
-"""The Prefect tasks of the pgnn flows. Each wraps one ``pgnn`` function (``pgnn/steps.py``,
-``pgnn/shards.py``) and takes explicit paths, like the DVC stage scripts do.
+"""The Prefect tasks of the pgnn flows. Each wraps one ``pgnn`` function (``pgnn/pipeline/steps.py``,
+``pgnn/core/shards.py``) and takes explicit paths, like the DVC stage scripts do.
 
 Freshness never rests on Prefect's result cache
 ------------------------------------------------
-What a flow skips is decided as ``dvc repro`` and :func:`pgnn.shards.run_plan` decide it: a shard is
+What a flow skips is decided as ``dvc repro`` and :func:`pgnn.core.shards.run_plan` decide it: a shard is
 skipped only when its folder's manifest lists it with the current key (a hash of its inputs' bytes, the
 params and the code version) *and* the file on disk still has the listed sha256
-(:func:`pgnn.shards.pending_tasks`). Only the other shards are submitted to :func:`build_shard`.
+(:func:`pgnn.core.shards.pending_tasks`). Only the other shards are submitted to :func:`build_shard`.
 
 Prefect's cache records (in ``PREFECT_RESULTS_LOCAL_STORAGE_PATH``) are used, but verified:
 
@@ -21,7 +21,7 @@ The cache key functions (:func:`verified_cache_key`) let Prefect use a record on
 still have the recorded sha256s; otherwise the task runs (and its result is not persisted over the record).
 So a task is never reported ``Cached`` while the files on disk came from a different build: a plain
 input-hash cache did exactly that (ENVIRONMENT.md: graph radius 2.0 -> 2.5 -> 2.0 reported cached over the
-2.5 files). Training is not cached by Prefect: it resumes from its own checkpoints (``pgnn.steps``).
+2.5 files). Training is not cached by Prefect: it resumes from its own checkpoints (``pgnn.pipeline.steps``).
 
 Retries: shard builds retry twice (they read and write files); training does not retry (it resumes from
 its own checkpoints when rerun, and a crash in it is a bug to see, not to paper over).
@@ -38,9 +38,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
-from pgnn.config import DataConfig, EvalConfig, SyntheticConfig
-from pgnn.io import sha256_file
-from pgnn.shards import (
+from pgnn.config.params import DataConfig, EvalConfig, SyntheticConfig
+from pgnn.core.io import sha256_file
+from pgnn.core.shards import (
     ShardPlan,
     ShardTask,
     code_version,
@@ -50,16 +50,17 @@ from pgnn.shards import (
     stable_hash,
 )
 
-# pgnn modules whose source shapes each cached output (the code deps of its DVC stage, plus pgnn.steps).
+# pgnn modules whose source shapes each cached output (the code deps of its DVC stage, plus
+# pgnn.pipeline.steps).
 SYNTH_MODULES = ("pgnn.data.synthetic", "pgnn.data.kitti")
-GT_DB_MODULES = ("pgnn.gt_db", "pgnn.prepare", "pgnn.steps")
+GT_DB_MODULES = ("pgnn.data.gt_db", "pgnn.data.prepare", "pgnn.pipeline.steps")
 PREDICT_MODULES = (
-    "pgnn.steps",
-    "pgnn.predict",
-    "pgnn.checkpoint",
-    "pgnn.postprocess",
-    "pgnn.encoding",
-    "pgnn.model",
+    "pgnn.pipeline.steps",
+    "pgnn.inference.predict",
+    "pgnn.nn.checkpoint",
+    "pgnn.inference.postprocess",
+    "pgnn.graphs.encoding",
+    "pgnn.nn.model",
 )
 
 
@@ -158,9 +159,9 @@ def predict_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | 
 
 @task(name="synth", cache_key_fn=synth_cache_key, persist_result=True, result_serializer="json", retries=1)
 def synth_dataset(cfg: SyntheticConfig, out_dir: Path) -> dict[str, str]:
-    """Write the synthetic KITTI root (:func:`pgnn.steps.synth_step`) into an emptied ``out_dir``, as
+    """Write the synthetic KITTI root (:func:`pgnn.pipeline.steps.synth_step`) into an emptied ``out_dir``, as
     ``dvc repro`` does; return its :func:`outputs_digest` (what the cache record verifies against)."""
-    from pgnn.steps import synth_step
+    from pgnn.pipeline.steps import synth_step
 
     out = Path(out_dir)
     if out.exists():
@@ -171,8 +172,9 @@ def synth_dataset(cfg: SyntheticConfig, out_dir: Path) -> dict[str, str]:
 
 @task(name="plan-prepare", cache_policy=NO_CACHE)
 def plan_prepare(data: DataConfig, split: str, out_dir: Path, root_dir: Path) -> ShardPlan:
-    """The shard plan of ``prepare@split`` (:func:`pgnn.steps.prepare_plan`; hashes the input files)."""
-    from pgnn.steps import prepare_plan
+    """The shard plan of ``prepare@split`` (:func:`pgnn.pipeline.steps.prepare_plan`; hashes the input
+    files)."""
+    from pgnn.pipeline.steps import prepare_plan
 
     return prepare_plan(data, split, Path(out_dir), Path(root_dir))
 
@@ -181,8 +183,9 @@ def plan_prepare(data: DataConfig, split: str, out_dir: Path, root_dir: Path) ->
 def plan_graphs(
     recipe: Any, split: str, prepared_dir: Path, out_dir: Path, frames_per_shard: int
 ) -> ShardPlan:
-    """The shard plan of ``graphs@split`` (:func:`pgnn.steps.graphs_plan`; needs a finalized prepare)."""
-    from pgnn.steps import graphs_plan
+    """The shard plan of ``graphs@split`` (:func:`pgnn.pipeline.steps.graphs_plan`; needs a finalized
+    prepare)."""
+    from pgnn.pipeline.steps import graphs_plan
 
     return graphs_plan(recipe, split, Path(prepared_dir), Path(out_dir), frames_per_shard)
 
@@ -199,7 +202,7 @@ def plan_graphs(
 def build_shard(plan: ShardPlan, shard: ShardTask, label: str) -> dict[str, Any]:
     """Build one shard with the plan's own builder and return its manifest entry (file, frames, key,
     sha256). Runs on any task runner: ``plan.build`` is picklable. The caller records the entry
-    (:func:`pgnn.shards.record_shard`); ``label`` (e.g. ``graphs@val``) only names the task run."""
+    (:func:`pgnn.core.shards.record_shard`); ``label`` (e.g. ``graphs@val``) only names the task run."""
     out = Path(plan.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plan.build(shard, out / shard.file)
@@ -208,15 +211,17 @@ def build_shard(plan: ShardPlan, shard: ShardTask, label: str) -> dict[str, Any]
 
 @task(name="finalize-shards", task_run_name="finalize:{label}", cache_policy=NO_CACHE)
 def finalize_shards(plan: ShardPlan, label: str) -> dict[str, Any]:
-    """Write the folder's final manifest, drop files it does not list (:func:`pgnn.shards.finalize_plan`)."""
+    """Write the folder's final manifest, drop files it does not list
+    (:func:`pgnn.core.shards.finalize_plan`)."""
     return finalize_plan(plan)
 
 
 @task(name="gt-db", cache_key_fn=gt_db_cache_key, persist_result=True, result_serializer="json", retries=1)
 def build_gt_db(prepared_dir: Path, out_path: Path) -> dict[str, str]:
-    """The ground-truth database of the prepared train split (:func:`pgnn.steps.gt_db_step`); returns the
+    """The ground-truth database of the prepared train split (:func:`pgnn.pipeline.steps.gt_db_step`);
+    returns the
     :func:`outputs_digest` of the parquet file."""
-    from pgnn.steps import gt_db_step
+    from pgnn.pipeline.steps import gt_db_step
 
     gt_db_step(Path(prepared_dir), Path(out_path))
     return outputs_digest([out_path])
@@ -234,8 +239,9 @@ def train_model(
     gt_db_path: Path,
 ) -> str:
     """Train (resuming a killed run of the same params from ``ckpt_root``) and export the model
-    (:func:`pgnn.steps.train_step`; it reads ``prepared_dir`` and ``gt_db_path`` when the recipe augments)."""
-    from pgnn.steps import train_step
+    (:func:`pgnn.pipeline.steps.train_step`; it reads ``prepared_dir`` and ``gt_db_path`` when the recipe
+    augments)."""
+    from pgnn.pipeline.steps import train_step
 
     model = train_step(
         recipe,
@@ -255,8 +261,8 @@ def predict_split(
     recipe: Any, model_path: Path, graphs_dir: Path, prepared_dir: Path, out_dir: Path, timings_path: Path
 ) -> dict[str, str]:
     """KITTI result files of the model on a split's cached runtime graphs, plus mean stage timings
-    (:func:`pgnn.steps.predict_step`); returns the :func:`outputs_digest` of both."""
-    from pgnn.steps import predict_step
+    (:func:`pgnn.pipeline.steps.predict_step`); returns the :func:`outputs_digest` of both."""
+    from pgnn.pipeline.steps import predict_step
 
     predict_step(
         recipe, Path(model_path), Path(graphs_dir), Path(prepared_dir), Path(out_dir), Path(timings_path)
@@ -273,9 +279,10 @@ def evaluate_predictions(
     curves_dir: Path,
     default_classes: tuple[str, ...],
 ) -> dict[str, Any]:
-    """Official KITTI AP of the predictions against the prepared labels (:func:`pgnn.steps.evaluate_step`);
+    """Official KITTI AP of the predictions against the prepared labels
+    (:func:`pgnn.pipeline.steps.evaluate_step`);
     ``default_classes`` are reported when params.yaml names none (the classes the preset detects)."""
-    from pgnn.steps import evaluate_step
+    from pgnn.pipeline.steps import evaluate_step
 
     return evaluate_step(
         cfg, Path(prepared_dir), Path(pred_dir), Path(metrics_path), Path(curves_dir), default_classes

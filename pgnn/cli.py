@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from pgnn.errors import DataError
+from pgnn.core.errors import DataError
 
 # sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {

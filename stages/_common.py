@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pgnn.config import Params, load_params  # noqa: E402
+from pgnn.config.params import Params, load_params  # noqa: E402
 
 
 def params() -> Params:

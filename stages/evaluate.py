@@ -2,9 +2,9 @@
 
 from _common import ROOT, params
 
-from pgnn.presets import resolve
-from pgnn.steps import evaluate_step
-from pgnn.targets import object_classes
+from pgnn.config.presets import resolve
+from pgnn.graphs.targets import object_classes
+from pgnn.pipeline.steps import evaluate_step
 
 if __name__ == "__main__":
     p = params()

@@ -4,8 +4,8 @@ import sys
 
 from _common import ROOT, params
 
-from pgnn.presets import resolve
-from pgnn.steps import graphs_step
+from pgnn.config.presets import resolve
+from pgnn.pipeline.steps import graphs_step
 
 if __name__ == "__main__":
     p = params()

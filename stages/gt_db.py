@@ -4,7 +4,7 @@ that ground-truth sampling pastes from; built whether or not `gt_sampling` is on
 
 from _common import ROOT
 
-from pgnn.steps import gt_db_step
+from pgnn.pipeline.steps import gt_db_step
 
 if __name__ == "__main__":
     gt_db_step(ROOT / "data" / "prepared" / "train", ROOT / "data" / "gt_db" / "gt_db.parquet")

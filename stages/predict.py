@@ -3,8 +3,8 @@ in data/predictions/val, mean per-stage timings in metrics/predict.json."""
 
 from _common import ROOT, params
 
-from pgnn.presets import resolve
-from pgnn.steps import predict_step
+from pgnn.config.presets import resolve
+from pgnn.pipeline.steps import predict_step
 
 if __name__ == "__main__":
     predict_step(

@@ -2,7 +2,7 @@
 
 from _common import ROOT, params
 
-from pgnn.steps import synth_step
+from pgnn.pipeline.steps import synth_step
 
 if __name__ == "__main__":
     synth_step(params().synthetic, ROOT / "data" / "synthetic")

@@ -3,8 +3,8 @@ model in models/model.pt, dvclive logs in dvclive/train, the summary in metrics/
 
 from _common import ROOT, params
 
-from pgnn.presets import resolve
-from pgnn.steps import train_step
+from pgnn.config.presets import resolve
+from pgnn.pipeline.steps import train_step
 
 if __name__ == "__main__":
     train_step(

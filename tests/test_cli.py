@@ -13,7 +13,7 @@ import pytest
 
 from pgnn import cli
 from pgnn.commands import bench
-from pgnn.errors import DataError
+from pgnn.core.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 AVAILABLE = [name for name, (module, _) in cli.COMMANDS.items() if importlib.util.find_spec(module)]
@@ -98,7 +98,7 @@ def test_load_benchmark_without_folder_is_a_clear_error(tmp_path: Path) -> None:
         bench.load_benchmark("no_such_script", tmp_path)
 
 
-FAKE = '''
+FAKE = """
 from dataclasses import dataclass
 import numpy as np
 
@@ -111,7 +111,7 @@ def run_benchmark(repeat: int = 1, label: str = "x") -> dict:
 
 def format_table(result: dict) -> str:
     return f"TABLE repeat={result['repeat']} label={result['label']}"
-'''
+"""
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pgnn.errors import DataError
+from pgnn.core.errors import DataError
 
 # NAME -> script stem in benchmarks/
 BENCHMARKS: dict[str, str] = {
@@ -55,8 +55,11 @@ def load_benchmark(stem: str, folder: Path | None = None) -> ModuleType:
     folder = benchmarks_dir() if folder is None else Path(folder)
     path = folder / f"{stem}.py"
     if not folder.is_dir():
-        raise DataError(folder, "expected the source repo's benchmarks/ folder next to the pgnn package "
-                                "(a wheel install has none: run from a clone)")
+        raise DataError(
+            folder,
+            "expected the source repo's benchmarks/ folder next to the pgnn package "
+            "(a wheel install has none: run from a clone)",
+        )
     if not path.is_file():
         raise DataError(path, "expected a benchmark script here")
     name = f"pgnn_benchmarks_{stem}"
@@ -116,8 +119,13 @@ def _jsonable(value: Any) -> Any:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=list(BENCHMARKS), help="which benchmark")
     parser.add_argument("--json", action="store_true", help="print the result dict as JSON, not the table")
-    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="a keyword argument of the benchmark's run_benchmark (repeatable)")
+    parser.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument of the benchmark's run_benchmark (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

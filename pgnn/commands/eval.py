@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
+from pgnn.core.io import write_json_atomic
 from pgnn.data.kitti import read_split
 from pgnn.eval.kitti import CLASSES, METRICS, ap_from_curves, curves_from_arrays, load_dirs
 from pgnn.eval.report import format_table, write_curves
-from pgnn.io import write_json_atomic
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

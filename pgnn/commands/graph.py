@@ -1,7 +1,8 @@
 """``pgnn graph ROOT FRAME_ID [--preset car] [--runtime] [--seed 0] [--json]``: a frame's Point-GNN graph.
 
 Builds the multi-level graph of the frame's field-of-view points (no augmentation) with a graph preset of
-``pgnn.graph.GRAPH_PRESETS``: the training graph by default (random keypoints, seeded by ``--seed``), the
+``pgnn.graphs.build.GRAPH_PRESETS``: the training graph by default (random keypoints, seeded by ``--seed``),
+the
 runtime graph with ``--runtime``. JSON keys: ``frame_id``, ``preset`` (the preset used), ``vertices`` (vertex
 count of every level, ``vertex_coord_0`` first) and ``edges`` (edge count of every level).
 """
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pgnn.data.kitti import load_frame
-from pgnn.graph import GRAPH_PRESETS, build_graph, graph_counts
+from pgnn.graphs.build import GRAPH_PRESETS, build_graph, graph_counts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
 JSON keys: ``frame_id``, ``points`` (rows of the raw scan), ``points_in_fov`` (rows image_2 sees),
 ``image_size`` [W, H], ``objects``: one {"type", "difficulty" (easy / moderate / hard / none),
-"points_inside" (field-of-view points inside the label box, ``pgnn.boxes.points_in_boxes``), "box"
+"points_inside" (field-of-view points inside the label box, ``pgnn.core.boxes.points_in_boxes``), "box"
 [x, y, z, l, h, w, ry]} a label line, in file order.
 """
 
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pgnn.boxes import points_in_boxes
+from pgnn.core.boxes import points_in_boxes
 from pgnn.data.kitti import difficulty, difficulty_name, frame_paths, labels_to_boxes, load_frame, read_scan
 
 
@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return 0
     width, height = summary["image_size"]
-    print(f"frame {summary['frame_id']}: {summary['points']} points, {summary['points_in_fov']} in the "
-          f"{width}x{height} image's view, {len(summary['objects'])} objects")
+    print(
+        f"frame {summary['frame_id']}: {summary['points']} points, {summary['points_in_fov']} in the "
+        f"{width}x{height} image's view, {len(summary['objects'])} objects"
+    )
     for obj in summary["objects"]:
         print(f"  {obj['type']:<15} {obj['difficulty']:<9} {obj['points_inside']:>6} points")
     return 0

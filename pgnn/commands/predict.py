@@ -19,38 +19,57 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from pgnn.errors import DataError
+from pgnn.core.errors import DataError
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True,
-                        help="a pgnn checkpoint (.pt), e.g. written by import-weights")
+    parser.add_argument(
+        "--checkpoint", required=True, help="a pgnn checkpoint (.pt), e.g. written by import-weights"
+    )
     parser.add_argument("--out", required=True, help="folder for the result files NNNNNN.txt")
     src = parser.add_argument_group("frames of a KITTI root")
-    src.add_argument("--root",
-                     help="KITTI root (ROOT/training/{velodyne,calib,image_2,label_2}, ROOT/ImageSets)")
-    src.add_argument("--ids",
-                     help="split file, split name under ROOT/ImageSets, or comma-separated frame ids")
-    src.add_argument("--subset", choices=("training", "testing"), default=None,
-                     help="folder under ROOT (default: testing for the split 'test', else training)")
+    src.add_argument(
+        "--root", help="KITTI root (ROOT/training/{velodyne,calib,image_2,label_2}, ROOT/ImageSets)"
+    )
+    src.add_argument(
+        "--ids", help="split file, split name under ROOT/ImageSets, or comma-separated frame ids"
+    )
+    src.add_argument(
+        "--subset",
+        choices=("training", "testing"),
+        default=None,
+        help="folder under ROOT (default: testing for the split 'test', else training)",
+    )
     src.add_argument("--painted", action="store_true", help="read painted_lidar/*.npy instead of velodyne/")
     one = parser.add_argument_group("a single scan")
     one.add_argument("--bin", help="a velodyne .bin (x, y, z, reflectance float32) or a painted .npy")
     one.add_argument("--calib", help="its KITTI calib file")
     one.add_argument("--image", default=None, help="its image_2 PNG (optional: field of view and colours)")
     one.add_argument("--label", default=None, help="its label_2 file (optional: drawn with --png)")
-    one.add_argument("--image-size", default=None, metavar="W,H",
-                     help="field of view without --image (default 1242,375)")
+    one.add_argument(
+        "--image-size", default=None, metavar="W,H", help="field of view without --image (default 1242,375)"
+    )
     parser.add_argument("--png", action="store_true", help="also write bird's-eye and image pictures")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--score-threshold", type=float, default=None,
-                        help="candidates need a class probability above this (default 1/num_classes)")
-    parser.add_argument("--graph-preset", default=None,
-                        help="runtime graph preset (default: the checkpoint's, as its runtime variant)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's; 1 is fastest on a busy machine)")
+    parser.add_argument(
+        "--score-threshold",
+        type=float,
+        default=None,
+        help="candidates need a class probability above this (default 1/num_classes)",
+    )
+    parser.add_argument(
+        "--graph-preset",
+        default=None,
+        help="runtime graph preset (default: the checkpoint's, as its runtime variant)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's; 1 is fastest on a busy machine)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
     parser.add_argument("--timings-json", default=None, help="also write the timings summary as JSON here")
     parser.add_argument("--quiet", action="store_true", help="no per-frame lines")
@@ -73,8 +92,11 @@ def parse_ids(spec: str, root: Path) -> tuple[list[str], str | None]:
     for part in spec.split(","):
         part = part.strip()
         if not part.isdigit() or len(part) > 6:
-            raise DataError("--ids", f"expected a split file, a split name under {root / 'ImageSets'} or "
-                                     f"comma-separated frame ids, got {spec!r}")
+            raise DataError(
+                "--ids",
+                f"expected a split file, a split name under {root / 'ImageSets'} or "
+                f"comma-separated frame ids, got {spec!r}",
+            )
         ids.append(part.zfill(6))
     return ids, None
 
@@ -102,7 +124,7 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
         read_painted,
         read_velodyne,
     )
-    from pgnn.predict import FrameSource
+    from pgnn.inference.predict import FrameSource
 
     if not args.calib:
         raise DataError("--bin", "expected --calib CALIB.txt with --bin")
@@ -120,8 +142,9 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
             image = read_image(args.image)
             check_image_matches_calib(calib, image.shape[1], image.shape[0], args.image)
         labels = read_labels(args.label) if args.label else []
-        return frame_from_scan(scan_path.stem, scan, calib, image=image, image_size=size, labels=labels,
-                               painted=painted)
+        return frame_from_scan(
+            scan_path.stem, scan, calib, image=image, image_size=size, labels=labels, painted=painted
+        )
 
     return FrameSource(scan_path.stem, load, image_path=Path(args.image) if args.image else None)
 
@@ -129,16 +152,16 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from pgnn.checkpoint import load_model
+    from pgnn.core.io import write_json_atomic
     from pgnn.data.kitti import load_frame
-    from pgnn.io import write_json_atomic
-    from pgnn.predict import (
+    from pgnn.inference.predict import (
         FrameSource,
         postprocess_config,
         resolve_device,
         run_frames,
         runtime_graph_config,
     )
+    from pgnn.nn.checkpoint import load_model
 
     if bool(args.root) == bool(args.bin):
         raise DataError("pgnn predict", "expected either --root with --ids, or --bin with --calib")
@@ -165,8 +188,11 @@ def run(args: argparse.Namespace) -> int:
         from pgnn.data.kitti import frame_paths
 
         sources = [
-            FrameSource(fid, partial(load_frame, root, fid, args.painted, subset),
-                        image_path=frame_paths(root, fid, subset).image)
+            FrameSource(
+                fid,
+                partial(load_frame, root, fid, args.painted, subset),
+                image_path=frame_paths(root, fid, subset).image,
+            )
             for fid in ids
         ]
 
@@ -175,8 +201,18 @@ def run(args: argparse.Namespace) -> int:
             ms = 1000.0 * timings["total"]
             print(f"{frame_id}: {len(detections)} detections, {ms:.0f} ms", file=sys.stderr)
 
-    summary = run_frames(model, meta, sources, args.out, graph_cfg=graph_cfg, post_cfg=post_cfg,
-                         device=device, rng=np.random.default_rng(args.seed), png=args.png, on_frame=report)
+    summary = run_frames(
+        model,
+        meta,
+        sources,
+        args.out,
+        graph_cfg=graph_cfg,
+        post_cfg=post_cfg,
+        device=device,
+        rng=np.random.default_rng(args.seed),
+        png=args.png,
+        on_frame=report,
+    )
     print(summary.table(str(device)))
     n = summary.num_frames
     print(f"{n} frame{'s' if n != 1 else ''}, {sum(summary.num_detections)} detections -> {args.out}")

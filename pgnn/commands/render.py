@@ -5,22 +5,41 @@ from __future__ import annotations
 import argparse
 
 from pgnn.data.kitti import load_frame
-from pgnn.render import COLOR_BY, write_bev_png
+from pgnn.viz.render import COLOR_BY, write_bev_png
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
     parser.add_argument("frame_id", help="6-digit frame id, e.g. 000114")
     parser.add_argument("out", help="PNG to write")
-    parser.add_argument("--painted", action="store_true",
-                        help="read painted_lidar/ instead of velodyne/ and colour points by painted class")
-    parser.add_argument("--color-by", choices=COLOR_BY, default=None,
-                        help="point colouring (default: height; painted with --painted)")
+    parser.add_argument(
+        "--painted",
+        action="store_true",
+        help="read painted_lidar/ instead of velodyne/ and colour points by painted class",
+    )
+    parser.add_argument(
+        "--color-by",
+        choices=COLOR_BY,
+        default=None,
+        help="point colouring (default: height; painted with --painted)",
+    )
     parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")
-    parser.add_argument("--x-range", type=float, nargs=2, default=(-40.0, 40.0), metavar=("MIN", "MAX"),
-                        help="sideways extent in metres (default -40 40)")
-    parser.add_argument("--z-range", type=float, nargs=2, default=(0.0, 70.0), metavar=("MIN", "MAX"),
-                        help="forward extent in metres (default 0 70)")
+    parser.add_argument(
+        "--x-range",
+        type=float,
+        nargs=2,
+        default=(-40.0, 40.0),
+        metavar=("MIN", "MAX"),
+        help="sideways extent in metres (default -40 40)",
+    )
+    parser.add_argument(
+        "--z-range",
+        type=float,
+        nargs=2,
+        default=(0.0, 70.0),
+        metavar=("MIN", "MAX"),
+        help="forward extent in metres (default 0 70)",
+    )
     parser.add_argument("--dpi", type=int, default=120)
 
 
@@ -28,7 +47,11 @@ def run(args: argparse.Namespace) -> int:
     frame = load_frame(args.root, args.frame_id, painted=args.painted, subset=args.subset)
     color_by = args.color_by or ("painted" if args.painted else "height")
     write_bev_png(
-        frame, args.out, color_by=color_by, x_range=tuple(args.x_range), z_range=tuple(args.z_range),
+        frame,
+        args.out,
+        color_by=color_by,
+        x_range=tuple(args.x_range),
+        z_range=tuple(args.z_range),
         dpi=args.dpi,
     )
     print(args.out)

@@ -52,7 +52,7 @@ MAX_TRUNCATION[d], with (40, 25, 25) px, (0, 1, 2), (0.15, 0.30, 0.50) for easy,
 devkit ignores ground truth with ``height <= MIN_HEIGHT`` (evaluate_object.cpp, cleanData), so a 40.00 px
 box is not easy; detections are ignored only when ``height < MIN_HEIGHT``.)
 
-Every reader raises ``pgnn.errors.DataError`` naming the file (and line) and what it expected.
+Every reader raises ``pgnn.core.errors.DataError`` naming the file (and line) and what it expected.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ import numpy as np
 from numba import njit
 from PIL import Image, UnidentifiedImageError
 
-from pgnn.errors import DataError
-from pgnn.io import atomic_path, write_text_atomic
+from pgnn.core.errors import DataError
+from pgnn.core.io import atomic_path, write_text_atomic
 
 KITTI_CLASSES: tuple[str, ...] = (
     "Car",

@@ -44,7 +44,7 @@ only on (seed, index, config), never on how many frames are written):
    e.g. a far pedestrian between two lasers) -> 3 (unknown); the devkit leaves level 3 out of every
    difficulty, as for real KITTI.
 5. Labels. The 2D box is the 3D box's projection (cut at the near plane) clipped to [0, W-1] x [0, H-1];
-   truncation = 1 - clipped area / unclipped area (``pgnn.boxes.boxes_to_image_2d``); alpha = ry -
+   truncation = 1 - clipped area / unclipped area (``pgnn.core.boxes.boxes_to_image_2d``); alpha = ry -
    arctan2(x, z). Only objects whose 2D box has area in the image are written (KITTI labels what the camera
    sees); those under ``dontcare_min_height_px`` (20 px) tall are written as DontCare regions.
 6. Image. Camera 2 rays are cast into the same scene (exact occlusion, no painter's algorithm): sky gradient,
@@ -73,7 +73,7 @@ from numba import njit
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pgnn.boxes import alpha_from_box, boxes_to_corners, boxes_to_image_2d
+from pgnn.core.boxes import alpha_from_box, boxes_to_corners, boxes_to_image_2d
 from pgnn.data.kitti import (
     PAINTED_CLASSES,
     Calib,
@@ -84,7 +84,7 @@ from pgnn.data.kitti import (
     write_labels,
     write_velodyne,
 )
-from pgnn.io import atomic_path, write_text_atomic
+from pgnn.core.io import atomic_path, write_text_atomic
 
 __all__ = [
     "BOX",
@@ -999,7 +999,7 @@ def _object_frame(box: np.ndarray, velo_to_rect: np.ndarray) -> np.ndarray:
 
     The object frame is the box's KITTI local frame (q = R_y(ry)^T (x_rect - bottom centre)) with its axes
     renamed (q_x, q_z, -q_y), so a part inside the object frame's [-l/2, l/2] x [-w/2, w/2] x [0, h] is
-    inside the label box, exactly as ``pgnn.boxes.points_in_boxes`` tests it.
+    inside the label box, exactly as ``pgnn.core.boxes.points_in_boxes`` tests it.
     """
     c, s = math.cos(box[6]), math.sin(box[6])
     r_y_t = np.array([[c, 0.0, -s], [0.0, 1.0, 0.0], [s, 0.0, c]])

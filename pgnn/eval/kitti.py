@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pgnn.core.errors import DataError
 from pgnn.data.kitti import Label, read_labels
-from pgnn.errors import DataError
 from pgnn.eval import matching
 
 CLASSES: tuple[str, ...] = ("Car", "Pedestrian", "Cyclist")
@@ -164,7 +164,7 @@ def rotated_overlaps(
 ) -> np.ndarray:
     """BEV or 3D IoU for every (detection, ground truth) pair of every frame; 0 outside the selected rows.
 
-    ``overlap_fn(dt_boxes (M, 7), gt_boxes (K, 7)) -> (M, K)`` is ``pgnn.boxes.iou_bev`` or ``iou_3d``.
+    ``overlap_fn(dt_boxes (M, 7), gt_boxes (K, 7)) -> (M, K)`` is ``pgnn.core.boxes.iou_bev`` or ``iou_3d``.
 
     Shapes: gt_rows (N_gt,) bool, dt_rows (N_dt,) bool: the rows worth computing; returns (pair_off[-1],).
     """
@@ -182,7 +182,7 @@ def rotated_overlaps(
 
 
 def _rotated_overlap_fns() -> tuple[OverlapFn, OverlapFn]:
-    from pgnn.boxes import iou_3d, iou_bev
+    from pgnn.core.boxes import iou_3d, iou_bev
 
     return iou_bev, iou_3d
 
@@ -201,7 +201,10 @@ class _Prepared:
 
 
 def _prepare(
-    gt: FrameLabels, dt: FrameLabels, classes: Sequence[str], box_metrics: Sequence[str],
+    gt: FrameLabels,
+    dt: FrameLabels,
+    classes: Sequence[str],
+    box_metrics: Sequence[str],
     overlap_fns: tuple[OverlapFn, OverlapFn] | None,
 ) -> _Prepared:
     pair_off = pair_offsets(gt, dt)
@@ -248,8 +251,21 @@ def _class_curves(
     if len(thresholds) == 0:
         return precision, aos
     tp, fp, _fn, similarity = matching.threshold_statistics(
-        gt.offsets, dt.offsets, prep.pair_off, overlap, prep.dc_overlap, metric == "bbox", ignored_gt,
-        prep.is_dontcare, ignored_dt, dt.score, gt.alpha, dt.alpha, min_overlap, thresholds, compute_aos,
+        gt.offsets,
+        dt.offsets,
+        prep.pair_off,
+        overlap,
+        prep.dc_overlap,
+        metric == "bbox",
+        ignored_gt,
+        prep.is_dontcare,
+        ignored_dt,
+        dt.score,
+        gt.alpha,
+        dt.alpha,
+        min_overlap,
+        thresholds,
+        compute_aos,
     )
     n = len(thresholds)
     denom = (tp + fp).astype(np.float64)
@@ -278,7 +294,8 @@ def curves_from_arrays(
     metrics: Sequence[str] = METRICS,
     overlap_fns: tuple[OverlapFn, OverlapFn] | None = None,
 ) -> dict[str, np.ndarray]:
-    """:func:`pr_curves` on :class:`FrameLabels` (``overlap_fns`` = (iou_bev, iou_3d), default pgnn.boxes)."""
+    """:func:`pr_curves` on :class:`FrameLabels` (``overlap_fns`` = (iou_bev, iou_3d), default
+    pgnn.core.boxes)."""
     _check(classes, metrics)
     if gt.num_frames != dt.num_frames:
         raise ValueError(f"{gt.num_frames} ground-truth frames but {dt.num_frames} detection frames")

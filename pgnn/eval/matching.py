@@ -259,8 +259,24 @@ def threshold_statistics(
                     passing += 1
             if passing != prev_passing:
                 f_tp, f_fp, f_fn, f_sim = _frame_statistics(
-                    n_gt, n_dt, g0, d0, p0, overlap, dc_overlap, use_dontcare, ignored_gt, is_dontcare,
-                    ignored_dt, score, gt_alpha, dt_alpha, min_overlap, thresh, compute_aos, assigned,
+                    n_gt,
+                    n_dt,
+                    g0,
+                    d0,
+                    p0,
+                    overlap,
+                    dc_overlap,
+                    use_dontcare,
+                    ignored_gt,
+                    is_dontcare,
+                    ignored_dt,
+                    score,
+                    gt_alpha,
+                    dt_alpha,
+                    min_overlap,
+                    thresh,
+                    compute_aos,
+                    assigned,
                 )
                 prev_passing = passing
             tp[t] += f_tp

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pgnn.core.io import write_text_atomic
 from pgnn.eval.kitti import CLASSES, DIFFICULTIES, METRICS, recall_points
-from pgnn.io import write_text_atomic
 
 
 def _split(key: str) -> tuple[str, str, str, str]:

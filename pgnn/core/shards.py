@@ -1,0 +1,230 @@
+"""Sharded, resumable, content-keyed artifact building.
+
+A stage's output folder holds shards (``shard-0000.<ext>`` ...) and a ``manifest.json``::
+
+    {"kind": "graphs", "params": {...}, "code_version": "9f2c...",
+     "shards": [{"file": "shard-0000.npz", "frames": ["000000", ...], "key": "ab12...", "sha256": "..."}]}
+
+A shard's *key* hashes everything its bytes depend on: the content of its inputs, the params, and the
+version of the code that builds it. A rerun skips every shard whose key and bytes still match, so a killed
+run resumes where it stopped (each shard and each manifest update is written atomically), and a changed
+param rebuilds exactly the shards it affects. Files in the folder that the manifest does not list (stale
+shards, temp files of a killed writer) are removed at the end.
+
+:func:`run_plan` is three steps that other drivers (the Prefect flows in ``flows/``) compose themselves:
+:func:`pending_tasks` (what is missing or stale), ``plan.build`` per shard plus :func:`record_shard` as
+each lands, and :func:`finalize_plan`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgnn.core.io import sha256_file, write_json_atomic
+
+MANIFEST = "manifest.json"
+
+
+def stable_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON of ``obj`` (sorted keys)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def code_version(modules: Iterable[str]) -> str:
+    """Hash of the source files of the given ``pgnn`` modules (e.g. ``["pgnn.graphs.build",
+    "pgnn.graphs.targets"]``).
+
+    Only the modules that shape an artifact's bytes are listed, so an unrelated edit keeps caches valid.
+    """
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in sorted(modules):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ImportError(f"cannot find module {name}")
+        h.update(name.encode())
+        h.update(Path(spec.origin).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def chunk_ids(ids: Sequence[str], per_shard: int) -> list[list[str]]:
+    """Split frame ids (in order) into consecutive chunks of ``per_shard``."""
+    if per_shard < 1:
+        raise ValueError(f"frames per shard must be >= 1, got {per_shard}")
+    return [list(ids[i : i + per_shard]) for i in range(0, len(ids), per_shard)]
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard to build: its file name, its frames and the key of everything its bytes depend on."""
+
+    file: str
+    frames: tuple[str, ...]
+    key: str
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """Everything needed to build one artifact folder: its shards, how to build one, and its manifest fields.
+
+    ``build(task, path)`` must be picklable (a module-level function or ``functools.partial`` of one) so that
+    process pools, Dask and Prefect workers can run it.
+    """
+
+    out_dir: Path
+    tasks: tuple[ShardTask, ...]
+    build: Callable[[ShardTask, Path], None]
+    kind: str
+    params: dict[str, Any]
+    code: str
+
+
+def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
+    """The manifest of ``out_dir``, or None if absent or unreadable (then everything is rebuilt)."""
+    path = Path(out_dir) / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def manifest_entries(out_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The shard entries of ``out_dir``'s manifest by file name ({} when there is no readable manifest)."""
+    old = read_manifest(out_dir) or {}
+    return {e["file"]: e for e in old.get("shards", []) if isinstance(e, dict) and "file" in e}
+
+
+def is_current(plan: ShardPlan, task: ShardTask, entries: dict[str, dict[str, Any]] | None = None) -> bool:
+    """Whether ``task``'s shard needs no build: the manifest lists it with the same key, and the file on disk
+    still has the listed sha256 (so a deleted, truncated or foreign file is rebuilt).
+
+    ``entries`` (from :func:`manifest_entries`) saves re-reading the manifest for every shard.
+    """
+    entry = (manifest_entries(plan.out_dir) if entries is None else entries).get(task.file)
+    path = Path(plan.out_dir) / task.file
+    return (
+        entry is not None
+        and entry.get("key") == task.key
+        and path.is_file()
+        and entry.get("sha256") == sha256_file(path)
+    )
+
+
+def pending_tasks(plan: ShardPlan) -> list[ShardTask]:
+    """The shards of ``plan`` that are missing or stale (not :func:`is_current`), in plan order."""
+    entries = manifest_entries(plan.out_dir)
+    return [t for t in plan.tasks if not is_current(plan, t, entries)]
+
+
+def shard_entry(plan: ShardPlan, task: ShardTask, sha256: str | None = None) -> dict[str, Any]:
+    """The manifest entry of a built shard; hashes the file unless its ``sha256`` is given."""
+    return {
+        "file": task.file,
+        "frames": list(task.frames),
+        "key": task.key,
+        "sha256": sha256_file(Path(plan.out_dir) / task.file) if sha256 is None else sha256,
+    }
+
+
+def _plan_manifest(plan: ShardPlan, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The manifest listing, in plan order, the entries whose key is the plan's key for that file."""
+    listed = [entries[t.file] for t in plan.tasks if entries.get(t.file, {}).get("key") == t.key]
+    return {"kind": plan.kind, "params": plan.params, "code_version": plan.code, "shards": listed}
+
+
+def record_shard(plan: ShardPlan, task: ShardTask, sha256: str | None = None) -> dict[str, Any]:
+    """Add a freshly built shard to the manifest (atomically); return the manifest written.
+
+    Call it from one process per folder (the one driving the build): the manifest is read, updated and
+    replaced, so a killed run keeps every shard recorded so far.
+    """
+    entries = manifest_entries(plan.out_dir)
+    entries[task.file] = shard_entry(plan, task, sha256)
+    manifest = _plan_manifest(plan, entries)
+    write_json_atomic(Path(plan.out_dir) / MANIFEST, manifest)
+    return manifest
+
+
+def finalize_plan(plan: ShardPlan) -> dict[str, Any]:
+    """Write the final manifest (only the plan's shards, in plan order) and delete every other file of the
+    folder (stale shards, temp files of a killed writer). Return the manifest.
+
+    Raises:
+        RuntimeError: if a shard of the plan is not recorded with its current key (build it first).
+    """
+    out = Path(plan.out_dir)
+    manifest = _plan_manifest(plan, manifest_entries(out))
+    listed = {e["file"] for e in manifest["shards"]}
+    missing = [t.file for t in plan.tasks if t.file not in listed]
+    if missing:
+        raise RuntimeError(f"{plan.kind} in {out}: shards not built yet: {', '.join(missing)}")
+    if read_manifest(out) != manifest:  # an unchanged folder keeps its manifest file untouched
+        write_json_atomic(out / MANIFEST, manifest)
+    keep = listed | {MANIFEST}
+    for p in out.iterdir():
+        if p.is_file() and p.name not in keep:
+            p.unlink()
+    return manifest
+
+
+def build_shards(
+    out_dir: str | Path,
+    tasks: Sequence[ShardTask],
+    build: Callable[[ShardTask, Path], None],
+    *,
+    kind: str,
+    params: dict[str, Any],
+    code: str,
+    workers: int = 1,
+    log: Callable[[str], None] | None = print,
+) -> dict[str, Any]:
+    """Build the shards of ``out_dir`` that are missing or stale; return the final manifest.
+
+    Args:
+        build: ``build(task, path)`` writes the shard for ``task`` to ``path`` (atomically; see pgnn.core.io).
+            With ``workers > 1`` it must be picklable (a module-level function or ``functools.partial``).
+        workers: processes building shards in parallel (1 = in this process).
+    """
+    return run_plan(ShardPlan(Path(out_dir), tuple(tasks), build, kind, params, code), workers, log)
+
+
+def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Build the shards of ``plan`` that are not :func:`is_current` (in a process pool when ``workers > 1``),
+    :func:`record_shard` each as it lands, then :func:`finalize_plan`. The Prefect flows (``flows/``) run the
+    same three steps with Prefect tasks."""
+    Path(plan.out_dir).mkdir(parents=True, exist_ok=True)
+    todo = pending_tasks(plan)
+    if log:
+        current = len(plan.tasks) - len(todo)
+        log(f"{plan.kind}: {current} of {len(plan.tasks)} shards current, building {len(todo)}")
+
+    def done(task: ShardTask) -> None:
+        record_shard(plan, task)
+        if log:
+            log(f"{plan.kind}: wrote {task.file} ({len(task.frames)} frames)")
+
+    if workers > 1 and len(todo) > 1:
+        with ProcessPoolExecutor(max_workers=workers, initializer=one_thread_per_process) as pool:
+            futures = {pool.submit(plan.build, t, Path(plan.out_dir) / t.file): t for t in todo}
+            for fut in as_completed(futures):
+                fut.result()
+                done(futures[fut])
+    else:
+        for t in todo:
+            plan.build(t, Path(plan.out_dir) / t.file)
+            done(t)
+    return finalize_plan(plan)
+
+
+def one_thread_per_process() -> None:
+    """Worker initialiser: one BLAS/numba/torch thread per process (the fast setting on this machine)."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["NUMBA_NUM_THREADS"] = "1"

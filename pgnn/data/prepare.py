@@ -1,0 +1,176 @@
+"""The ``prepare`` step: per split, camera field-of-view points with their features and parsed labels.
+
+Each shard is one parquet file: a row per FOV point (columns ``frame`` (index of the frame in the shard),
+``x, y, z`` (rectified camera frame, float32), ``intensity``, ``r, g, b`` and, for painted frames,
+``s_background, s_bicycle_or_rider, s_car, s_pedestrian``), and in the schema metadata the frames' ids,
+labels, calibs and image sizes. Decoding the image and cropping the field of view happen once here, not
+every time a graph param changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pgnn.data.kitti import Calib, Frame, Label, frame_paths, load_frame
+from pgnn.core.errors import DataError
+from pgnn.core.io import atomic_path, sha256_file
+from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, stable_hash
+
+SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
+_META_KEY = b"pgnn.frames"
+
+
+def _calib_to_json(calib: Calib) -> dict[str, Any]:
+    return {
+        f.name: (None if getattr(calib, f.name) is None else np.asarray(getattr(calib, f.name)).tolist())
+        for f in dataclasses.fields(calib)
+    }
+
+
+def _calib_from_json(d: dict[str, Any]) -> Calib:
+    return Calib(**{k: (None if v is None else np.asarray(v, dtype=np.float64)) for k, v in d.items()})
+
+
+def frames_to_table(frames: Sequence[Frame]) -> pa.Table:
+    """Pack frames into one point table with the frames' labels and calibs in the schema metadata."""
+    painted = [f.scores is not None for f in frames]
+    if any(painted) and not all(painted):
+        raise ValueError("a shard must be all painted or all unpainted frames")
+    counts = [len(f.points_rect) for f in frames]
+    cols: dict[str, np.ndarray] = {
+        "frame": np.repeat(np.arange(len(frames), dtype=np.uint16), counts),
+    }
+    xyz = np.concatenate([f.points_rect for f in frames]).astype(np.float32) if frames else np.zeros((0, 3))
+    rgb = np.concatenate([f.rgb for f in frames]).astype(np.float32) if frames else np.zeros((0, 3))
+    for i, name in enumerate("xyz"):
+        cols[name] = xyz[:, i].astype(np.float32)
+    cols["intensity"] = np.concatenate([f.intensity for f in frames]).astype(np.float32) if frames else []
+    for i, name in enumerate("rgb"):
+        cols[name] = rgb[:, i].astype(np.float32)
+    if frames and painted[0]:
+        scores = np.concatenate([f.scores for f in frames]).astype(np.float32)  # (N, 4)
+        for i, name in enumerate(SCORE_COLUMNS):
+            cols[name] = scores[:, i]
+    meta = [
+        {
+            "frame_id": f.frame_id,
+            "labels": [dataclasses.asdict(lab) for lab in f.labels],
+            "calib": _calib_to_json(f.calib),
+            "image_size": list(f.image_size),
+        }
+        for f in frames
+    ]
+    table = pa.table({k: pa.array(v) for k, v in cols.items()})
+    return table.replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
+
+
+def table_to_frames(table: pa.Table, source: str | Path = "<table>") -> list[Frame]:
+    """Inverse of :func:`frames_to_table`."""
+    md = table.schema.metadata or {}
+    if _META_KEY not in md:
+        raise DataError(source, "expected a pgnn prepared shard (schema metadata 'pgnn.frames' missing)")
+    meta = json.loads(md[_META_KEY])
+    frame_col = table.column("frame").to_numpy()
+    bounds = np.searchsorted(frame_col, np.arange(len(meta) + 1))
+    xyz = np.stack([table.column(c).to_numpy() for c in "xyz"], axis=1).astype(np.float32)
+    rgb = np.stack([table.column(c).to_numpy() for c in "rgb"], axis=1).astype(np.float32)
+    intensity = table.column("intensity").to_numpy().astype(np.float32)
+    has_scores = SCORE_COLUMNS[0] in table.column_names
+    scores = (
+        np.stack([table.column(c).to_numpy() for c in SCORE_COLUMNS], axis=1).astype(np.float32)
+        if has_scores
+        else None
+    )
+    frames = []
+    for i, m in enumerate(meta):
+        s = slice(bounds[i], bounds[i + 1])
+        frames.append(
+            Frame(
+                frame_id=m["frame_id"],
+                points_rect=xyz[s],
+                intensity=intensity[s],
+                rgb=rgb[s],
+                scores=None if scores is None else scores[s],
+                labels=[
+                    Label(**{k: tuple(v) if k == "bbox" else v for k, v in lab.items()})
+                    for lab in m["labels"]
+                ],
+                calib=_calib_from_json(m["calib"]),
+                image_size=(int(m["image_size"][0]), int(m["image_size"][1])),
+            )
+        )
+    return frames
+
+
+def write_prepared_shard(path: str | Path, frames: Sequence[Frame]) -> None:
+    """Write frames as one zstd parquet shard, atomically."""
+    with atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(frames_to_table(frames), tmp, compression="zstd")
+
+
+def read_prepared_shard(path: str | Path) -> list[Frame]:
+    """Read the frames of one prepared shard."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DataError(path, f"expected a parquet prepared shard: {e}") from e
+    return table_to_frames(table, path)
+
+
+def read_prepared_dir(out_dir: str | Path) -> list[Frame]:
+    """All frames of a prepared split folder, in manifest order."""
+    from pgnn.core.shards import read_manifest
+
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        raise DataError(Path(out_dir) / "manifest.json", "expected a prepared split folder with a manifest")
+    frames: list[Frame] = []
+    for entry in manifest["shards"]:
+        frames.extend(read_prepared_shard(Path(out_dir) / entry["file"]))
+    return frames
+
+
+def _frame_files(root: Path, frame_id: str, painted: bool) -> list[Path]:
+    p = frame_paths(root, frame_id)
+    files = [p.painted if painted else p.points, p.calib, p.image]
+    return files + ([p.label] if p.label.exists() else [])
+
+
+def _build_prepared(task: ShardTask, path: Path, *, root: str, painted: bool) -> None:
+    write_prepared_shard(path, [load_frame(root, fid, painted=painted) for fid in task.frames])
+
+
+PREPARE_MODULES = ("pgnn.data.prepare", "pgnn.data.kitti")
+
+
+def prepare_plan(
+    root: str | Path,
+    frame_ids: Sequence[str],
+    out_dir: str | Path,
+    *,
+    painted: bool = False,
+    frames_per_shard: int = 16,
+) -> ShardPlan:
+    """The plan to crop, featurise and label ``frame_ids`` of the KITTI root into parquet shards.
+
+    A shard's key hashes its frames' input files, the params and this code (see :mod:`pgnn.core.shards`).
+    """
+    root = Path(root)
+    params = {"painted": painted, "frames_per_shard": frames_per_shard}
+    code = code_version(PREPARE_MODULES)
+    tasks = []
+    for i, ids in enumerate(chunk_ids(list(frame_ids), frames_per_shard)):
+        inputs = {fid: [sha256_file(p) for p in _frame_files(root, fid, painted)] for fid in ids}
+        key = stable_hash({"inputs": inputs, "params": params, "code": code})
+        tasks.append(ShardTask(file=f"shard-{i:04d}.parquet", frames=tuple(ids), key=key))
+    build = partial(_build_prepared, root=str(root), painted=painted)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "prepared", params, code)

@@ -1,0 +1,166 @@
+"""Model checkpoints: one ``torch.save``d dict, always read back with ``weights_only=True``.
+
+A checkpoint is a plain dict::
+
+    {
+      "format": "pgnn-checkpoint/1",
+      "model_config": ModelConfig.model_dump(mode="json"),   # plain dict
+      "model": state_dict,                                    # PointGNN parameters
+      "input_frame": "rect" | "cam2",   # the frame the weights expect the points in: "rect" = KITTI's label
+                                        # frame (our own models), "cam2" = camera 2's rectified frame (the
+                                        # authors' released weights)
+      "graph_preset": str, "encoding": str, "label_method": str, "input_features": str,
+      "step": int,
+      # optional, added by the training loop: "optimizer", "scheduler", "rng", "train_config";
+      # added by weight import: "source", "original_config"
+    }
+
+Only tensors, dicts, lists, tuples, strings, numbers, booleans and None may appear, so that loading never runs
+pickled code. File names of a run's checkpoints carry the step: ``ckpt-00001000.pt``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pgnn.core.errors import DataError
+from pgnn.core.io import write_bytes_atomic
+from pgnn.nn.model import ModelConfig, PointGNN
+
+CHECKPOINT_FORMAT = "pgnn-checkpoint/1"
+INPUT_FRAMES = ("rect", "cam2")
+_STRING_FIELDS = ("graph_preset", "encoding", "label_method", "input_features")
+_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+def checkpoint_name(step: int) -> str:
+    """The file name of the checkpoint at ``step``: ``ckpt-00001000.pt``."""
+    return f"ckpt-{step:08d}.pt"
+
+
+def make_checkpoint(
+    model: PointGNN,
+    *,
+    input_frame: str,
+    graph_preset: str,
+    encoding: str,
+    label_method: str,
+    input_features: str,
+    step: int,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A checkpoint dict for ``model``; ``extra`` adds optional entries (optimizer, scheduler, rng, ...)."""
+    ckpt = {
+        "format": CHECKPOINT_FORMAT,
+        "model_config": model.cfg.model_dump(mode="json"),
+        "model": model.state_dict(),
+        "input_frame": input_frame,
+        "graph_preset": graph_preset,
+        "encoding": encoding,
+        "label_method": label_method,
+        "input_features": input_features,
+        "step": int(step),
+        **extra,
+    }
+    validate_checkpoint(ckpt)
+    return ckpt
+
+
+def validate_checkpoint(ckpt: Any, source: str | Path = "<checkpoint>") -> ModelConfig:
+    """Check the checkpoint's fields; return its ``ModelConfig``. ``DataError`` on anything malformed."""
+    if not isinstance(ckpt, dict):
+        raise DataError(source, f"expected a checkpoint dict, got {type(ckpt).__name__}")
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise DataError(source, f"expected format {CHECKPOINT_FORMAT!r}, got {ckpt.get('format')!r}")
+    if ckpt.get("input_frame") not in INPUT_FRAMES:
+        raise DataError(source, f"expected input_frame in {INPUT_FRAMES}, got {ckpt.get('input_frame')!r}")
+    for key in _STRING_FIELDS:
+        if not isinstance(ckpt.get(key), str):
+            raise DataError(source, f"expected a string {key!r}, got {ckpt.get(key)!r}")
+    step = ckpt.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise DataError(source, f"expected a non-negative int 'step', got {step!r}")
+    state = ckpt.get("model")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise DataError(source, "expected 'model' to be a state dict of tensors")
+    try:
+        return ModelConfig.model_validate(ckpt.get("model_config"))
+    except ValueError as e:  # pydantic.ValidationError is a ValueError
+        raise DataError(source, f"expected a valid 'model_config', got {e}") from e
+
+
+def save_checkpoint(path: str | Path, ckpt: dict[str, Any]) -> None:
+    """Validate ``ckpt`` and write it to ``path`` atomically, with bytes that depend on its content only.
+
+    ``torch.save`` to a path names the archive's root folder after the (here temporary, random) file name;
+    saved to memory first, the root is always ``archive``, so equal checkpoints are equal files.
+    """
+    validate_checkpoint(ckpt, path)
+    buf = io.BytesIO()
+    torch.save(ckpt, buf)
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint (``weights_only=True``: no pickled code runs) and validate it."""
+    path = Path(path)
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError as e:
+        raise DataError(path, "expected a checkpoint file, got no such file") from e
+    except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError ... for foreign files
+        raise DataError(
+            path,
+            f"expected a pgnn checkpoint readable with weights_only=True, got "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+        ) from e
+    validate_checkpoint(ckpt, path)
+    return ckpt
+
+
+def load_model(
+    path: str | Path, device: str | torch.device = "cpu", **model_kwargs: Any
+) -> tuple[PointGNN, dict[str, Any]]:
+    """The checkpoint's model on ``device`` in eval mode, and the checkpoint dict.
+
+    ``model_kwargs`` go to ``PointGNN`` (``max_edges_per_chunk``, ``checkpoint_chunks``).
+    """
+    ckpt = load_checkpoint(path, map_location=device)
+    cfg = validate_checkpoint(ckpt, path)
+    model = PointGNN(cfg, **model_kwargs)
+    try:
+        model.load_state_dict(ckpt["model"], strict=True)
+    except RuntimeError as e:
+        raise DataError(path, f"expected parameters matching its model_config, got {e}") from e
+    return model.to(device).eval(), ckpt
+
+
+def latest_checkpoint(directory: str | Path) -> Path | None:
+    """The ``ckpt-<step>.pt`` file with the highest step in ``directory`` (None if there is none)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    best: tuple[int, Path] | None = None
+    for p in directory.iterdir():
+        m = _NAME.match(p.name)
+        if m and p.is_file() and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), p)
+    return None if best is None else best[1]
+
+
+TRAINING_STATE_KEYS = ("optimizer", "scheduler", "rng", "epoch", "position", "num_records", "world_size")
+
+
+def export_model(src: str | Path, dest: str | Path) -> None:
+    """Write ``src``'s model without its training state (optimizer, RNG, position ...) to ``dest``.
+
+    The exported file depends only on the weights and the recipe, so a resumed run and an uninterrupted one
+    export the same bytes (their RNG states differ: the data loader draws from the global generator).
+    """
+    ckpt = load_checkpoint(src)
+    save_checkpoint(dest, {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS})

@@ -1,0 +1,328 @@
+"""Training records built on the fly: ground-truth sampling and augmentation, then graph, features, targets.
+
+The original Point-GNN rebuilt every training sample from the raw frame (``train.py``'s ``fetch_data``):
+paste database objects (when its train config had ``crop_aug``), run the ``data_aug_configs`` ops, build the
+training graph (random keypoints), pick the input features and assign the vertex targets. A precomputed
+graph cache cannot do that, so :class:`AugmentedRecords` is a record source (``len``, ``[i]``) that does it
+per sample, on the prepared frames of ``pgnn.data.prepare``. Its records have exactly the layout of
+:func:`pgnn.pipeline.steps.graph_record`'s (the cached records), so :func:`pgnn.training.loop.train` takes
+either.
+
+Reproducibility. Sample ``i`` of epoch ``e`` draws every random number (pasting, each augmentation op, the
+graph's keypoints and neighbour caps, in that order) from one generator seeded by ``(seed, e, frame id)``
+(:func:`augment_rng`). Nothing else enters: not the worker that builds it, not the order of the requests,
+not how often the process was restarted. A resumed run therefore sees the very samples an uninterrupted
+run saw, with any number of DataLoader workers or DDP ranks. The training loop tells the source the epoch
+through :meth:`AugmentedRecords.set_epoch` (``pgnn.training.loop`` calls it, in the process that builds the
+record,
+before each fetch). With nothing to augment (no steps, no sampling) the record is the cached one:
+:func:`pgnn.pipeline.steps.graph_record`'s graph and targets, built from
+:func:`pgnn.pipeline.steps.frame_rng` and so the
+same every epoch.
+
+Attributes stay with their points. The frame's points become a :class:`pgnn.data.augment.PointSet` whose
+attribute columns (intensity, r, g, b and, for painted frames, the four PointPainting scores) every op
+drops, reorders and pastes with the coordinates; the input features are then read from those columns
+(:func:`point_columns`), never from the frame's original arrays.
+
+Workers. A source pickles as its paths, configs and frame index (about 2 KB; 70 KB for KITTI's 3712 train
+frames); each process reads the prepared shards it needs, and the database, on first use and keeps them
+(:class:`PreparedFrames`). Memory per process is about the prepared split's size (28 bytes a point, 44
+painted: KITTI's 3712 train frames of ~19k points are about 2.0 GB, 3.1 GB painted) unless
+``max_cached_shards`` bounds it (then a shard is read again when needed: about 3 ms per frame it holds,
+which with shuffled epochs and 8-frame shards costs more than building the record).
+
+Cost (``benchmarks/augmented_records.py``, one thread of a shared 2-core CPU, 7 real KITTI frames, Car
+training graph): 6-9 ms a record with the original's augmentation (3.4-5 ms of it graph and targets),
+70-85 ms with ground-truth sampling as well (``GtSampleConfig()``'s 22 crops a scene, each up to 100 tries),
+against 0.1-0.4 ms to read a cached record. A training step of B frames taking T ms keeps up with
+W >= B x record ms / T loader workers: for a ~70 ms GPU step at batch 4, under one worker without and
+about 4-5 workers with ground-truth sampling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pgnn.core.errors import DataError
+from pgnn.data.augment import AugmentConfig, PointSet, apply_augmentations, point_set_from_frame
+from pgnn.data.gt_db import GtDatabase, GtSampleConfig, read_gt_db, sample_and_paste
+from pgnn.data.kitti import PAINTED_CLASSES, Frame, labels_to_boxes
+
+__all__ = [
+    "AugmentedRecords",
+    "PreparedFrames",
+    "augment_rng",
+    "augmented_record",
+    "point_columns",
+    "scene_record",
+]
+
+# A constant word in the seed sequence that keeps the augmentation stream apart from other streams seeded
+# with the same numbers (pgnn.pipeline.steps.frame_rng seeds the cached graphs with [seed, frame]).
+_AUGMENT_STREAM = 0x617567  # "aug"
+_SCORE_NAMES = tuple(f"score_{c}" for c in PAINTED_CLASSES)
+
+
+def _frame_number(frame_id: str) -> int:
+    """A frame id as a seed word: its number for KITTI's digit ids, else 64 bits of its sha256."""
+    if frame_id.isdigit():
+        return int(frame_id)
+    return int.from_bytes(hashlib.sha256(frame_id.encode()).digest()[:8], "little")
+
+
+def augment_rng(seed: int, epoch: int, frame_id: str) -> np.random.Generator:
+    """The generator of one training sample: a pure function of (seed, epoch, frame id)."""
+    if epoch < 0:
+        raise ValueError(f"epoch: expected >= 0, got {epoch}")
+    return np.random.default_rng([seed, _AUGMENT_STREAM, epoch, _frame_number(frame_id)])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One sample
+
+
+def point_columns(points: PointSet) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The intensity, image colours and painted scores of a point set, read by its attribute names.
+
+    Unnamed columns are taken in :func:`pgnn.data.augment.point_set_from_frame`'s order (4 or 8 columns).
+
+    Shapes:
+        points: N points -> intensity (N,), rgb (N, 3), scores (N, 4) or None, float32
+    """
+    names = points.attr_names
+    if not names:
+        k = points.attrs.shape[1]
+        if k not in (4, 8):
+            raise ValueError(f"point attributes: expected 4 or 8 unnamed columns, got {k}")
+        names = ("intensity", "r", "g", "b", *_SCORE_NAMES)[:k]
+    col = {n: j for j, n in enumerate(names)}
+    missing = [n for n in ("intensity", "r", "g", "b") if n not in col]
+    if missing:
+        raise ValueError(f"point attributes: expected columns intensity, r, g, b; missing {missing}")
+    attrs = points.attrs
+    intensity = attrs[:, col["intensity"]]  # (N,)
+    rgb = attrs[:, [col["r"], col["g"], col["b"]]]  # (N, 3)
+    scores = attrs[:, [col[n] for n in _SCORE_NAMES]] if all(n in col for n in _SCORE_NAMES) else None
+    return intensity, rgb, scores
+
+
+def scene_record(
+    frame_id: str,
+    points: PointSet,
+    boxes: np.ndarray,
+    names: Sequence[str],
+    graph_cfg: Any,
+    targets_cfg: Any,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """A training record of a scene: the graph of its points, their input features, the vertex targets.
+
+    The layout of :func:`pgnn.pipeline.steps.graph_record` (keys, dtypes, shapes); ``rng`` feeds the graph.
+
+    Shapes:
+        points: N0 points; boxes: (M, 7); names: M -> features (N0, F) float32, vertex_coord_i (N_i, 3),
+        keypoint_indices_i, edges_i (E_i, 2), cls_labels (N_L,) int64, box_targets (N_L, 7) float32,
+        valid_box (N_L,) bool
+    """
+    from pgnn.graphs.build import build_graph
+    from pgnn.graphs.features import FEATURES
+    from pgnn.graphs.targets import assign_targets
+
+    graph = build_graph(points.xyz, graph_cfg, rng)
+    last = len(graph_cfg.levels)
+    intensity, rgb, scores = point_columns(points)
+    features = FEATURES[targets_cfg.input_features](intensity, rgb, scores, source=f"frame {frame_id}")
+    cls_labels, box_targets, valid = assign_targets(
+        graph[f"vertex_coord_{last}"],
+        np.asarray(boxes, np.float64).reshape(-1, 7),
+        list(names),
+        targets_cfg.label_method,
+        targets_cfg.expend_factor,
+        targets_cfg.encoding,
+    )
+    return {
+        "frame_id": np.asarray(frame_id),
+        "features": features.astype(np.float32),  # (N0, F)
+        **graph,
+        "cls_labels": cls_labels,
+        "box_targets": box_targets,
+        "valid_box": valid,
+    }
+
+
+def augmented_record(
+    frame: Frame,
+    graph_cfg: Any,
+    targets_cfg: Any,
+    augment: AugmentConfig,
+    rng: np.random.Generator,
+    *,
+    gt_db: GtDatabase | None = None,
+    gt_sampling: GtSampleConfig | None = None,
+) -> dict[str, np.ndarray]:
+    """One training sample of ``frame``: paste database objects (with ``gt_sampling``), run ``augment``'s
+    steps, then :func:`scene_record`; all randomness from ``rng``, in that order.
+
+    Shapes: as :func:`scene_record`.
+    """
+    points = point_set_from_frame(frame)
+    boxes = labels_to_boxes(frame.labels).reshape(-1, 7)  # (M, 7)
+    names = tuple(lab.type for lab in frame.labels)
+    if gt_sampling is not None:
+        if gt_db is None:
+            raise ValueError("augmented_record: gt_sampling needs a ground-truth database (gt_db)")
+        points, boxes, names = sample_and_paste(points, boxes, names, gt_db, gt_sampling, rng)
+    points, boxes, names = apply_augmentations(points, boxes, names, augment, rng)
+    return scene_record(frame.frame_id, points, boxes, names, graph_cfg, targets_cfg, rng)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sources
+
+
+class PreparedFrames:
+    """The frames of a prepared split folder (``pgnn.data.prepare``), read shard by shard on first use.
+
+    ``len`` and ``frame_ids`` come from the manifest alone. Loaded shards are kept (the ``max_cached_shards``
+    most recently used, or all); pickling drops them, so a DataLoader worker reads its own.
+    """
+
+    def __init__(self, folder: str | Path, max_cached_shards: int | None = None) -> None:
+        from pgnn.core.shards import read_manifest
+
+        self.folder = Path(folder)
+        manifest = read_manifest(self.folder)
+        if manifest is None:
+            raise DataError(self.folder / "manifest.json", "expected a prepared split folder with a manifest")
+        if max_cached_shards is not None and max_cached_shards < 1:
+            raise ValueError(f"max_cached_shards: expected >= 1 or None, got {max_cached_shards}")
+        self.max_cached_shards = max_cached_shards
+        self.files: list[str] = [e["file"] for e in manifest["shards"]]
+        self.frame_ids: list[str] = []
+        self._index: list[tuple[int, int]] = []  # frame -> (shard, position in the shard)
+        for s, entry in enumerate(manifest["shards"]):
+            for j, fid in enumerate(entry["frames"]):
+                self._index.append((s, j))
+                self.frame_ids.append(str(fid))
+        self._loaded: OrderedDict[int, list[Frame]] = OrderedDict()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_loaded": OrderedDict()}
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, i: int) -> Frame:
+        s, j = self._index[i]
+        frames = self._loaded.get(s)
+        if frames is None:
+            from pgnn.data.prepare import read_prepared_shard
+
+            path = self.folder / self.files[s]
+            frames = read_prepared_shard(path)
+            if j >= len(frames) or frames[j].frame_id != self.frame_ids[i]:
+                want = f"frame {self.frame_ids[i]} at position {j} (the manifest's)"
+                raise DataError(path, f"expected {want}, got the shard's frames changed: rerun prepare")
+            self._loaded[s] = frames
+            if self.max_cached_shards is not None and len(self._loaded) > self.max_cached_shards:
+                self._loaded.popitem(last=False)
+        else:
+            self._loaded.move_to_end(s)
+        return frames[j]
+
+
+class AugmentedRecords:
+    """A training record source over prepared frames that rebuilds every sample (see the module docstring).
+
+    ``frames``: a prepared split folder (read lazily, :class:`PreparedFrames`) or frames in memory.
+    ``gt_db``: the ground-truth database, or the path of its parquet file (read lazily); needed when
+    ``gt_sampling`` is set. ``source[i]`` is frame i's record for the current epoch (:meth:`set_epoch`).
+    """
+
+    def __init__(
+        self,
+        frames: str | Path | Sequence[Frame],
+        graph_cfg: Any,
+        targets_cfg: Any,
+        augment: AugmentConfig | None = None,
+        *,
+        seed: int = 0,
+        gt_sampling: GtSampleConfig | None = None,
+        gt_db: GtDatabase | str | Path | None = None,
+        max_cached_shards: int | None = None,
+    ) -> None:
+        if isinstance(frames, str | Path):
+            frames = PreparedFrames(frames, max_cached_shards)
+        if gt_sampling is not None and gt_db is None:
+            raise ValueError("AugmentedRecords: gt_sampling needs a ground-truth database (gt_db)")
+        self.frames = frames
+        self.graph_cfg = graph_cfg
+        self.targets_cfg = targets_cfg
+        self.augment = augment if augment is not None else AugmentConfig()
+        self.seed = int(seed)
+        self.gt_sampling = gt_sampling
+        self._db_path = None if gt_db is None or isinstance(gt_db, GtDatabase) else Path(gt_db)
+        self._db: GtDatabase | None = gt_db if isinstance(gt_db, GtDatabase) else None
+        self.epoch = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._db_path is not None:
+            state["_db"] = None  # each process reads the database itself
+        return state
+
+    @property
+    def augments(self) -> bool:
+        """Whether samples differ between epochs (some augmentation step or ground-truth sampling)."""
+        return bool(self.augment.steps) or self.gt_sampling is not None
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next records belong to (the training loop calls this before each fetch)."""
+        if epoch < 0:
+            raise ValueError(f"epoch: expected >= 0, got {epoch}")
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        return self.record(i, self.epoch)
+
+    def record(self, i: int, epoch: int) -> dict[str, np.ndarray]:
+        """Frame ``i``'s record in ``epoch`` (a pure function of the configs, seed, epoch and frame)."""
+        from pgnn.pipeline.steps import frame_rng
+
+        if not 0 <= i < len(self.frames):
+            raise IndexError(f"record {i} of {len(self.frames)}")
+        frame = self.frames[i]
+        if not self.augments:
+            rng = frame_rng(self.seed, frame.frame_id)  # the cached record: the same every epoch
+            return augmented_record(frame, self.graph_cfg, self.targets_cfg, self.augment, rng)
+        rng = augment_rng(self.seed, epoch, frame.frame_id)
+        db = self.database(frame) if self.gt_sampling is not None else None
+        return augmented_record(
+            frame, self.graph_cfg, self.targets_cfg, self.augment, rng, gt_db=db, gt_sampling=self.gt_sampling
+        )
+
+    def database(self, frame: Frame | None = None) -> GtDatabase:
+        """The ground-truth database (read on first use), checked against ``frame``'s attribute columns."""
+        if self._db is None:
+            if self._db_path is None:
+                raise ValueError("AugmentedRecords: no ground-truth database given")
+            self._db = read_gt_db(self._db_path)
+        if frame is not None and self._db.attr_names:
+            want = ("intensity", "r", "g", "b") + (_SCORE_NAMES if frame.scores is not None else ())
+            if self._db.attr_names != want:
+                raise DataError(
+                    self._db_path or "<gt_db>",
+                    f"expected crops with the training frames' attribute columns {want}, got "
+                    f"{self._db.attr_names}: rebuild the database from this split (the gt_db stage)",
+                )
+        return self._db

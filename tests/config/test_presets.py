@@ -1,0 +1,48 @@
+"""pgnn/config/params.py + pgnn/config/presets.py: params.yaml validation and preset resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgnn.config.params import Params, load_params
+from pgnn.config.presets import PRESETS, resolve
+from pgnn.core.errors import DataError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_repo_params_resolve() -> None:
+    recipe = resolve(load_params(REPO / "params.yaml"))
+    assert recipe.targets.label_method == "Car" and recipe.model.num_classes == 4
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_resolves_consistently(name: str) -> None:
+    recipe = resolve(Params(preset=name))
+    widths = {"i": 1, "is": 5}
+    assert recipe.model.input_dim == widths[recipe.targets.input_features]
+    assert recipe.model.num_classes == {"Car": 4, "Pedestrian_and_Cyclist": 6}[recipe.targets.label_method]
+    assert len(recipe.postprocess.class_names) == recipe.model.num_classes
+
+
+def test_overrides_apply_and_null_keeps_the_preset() -> None:
+    base = resolve(Params())
+    r = resolve(Params(train={"max_steps": 7, "batch_size": None}, targets={"input_features": "irgb"}))
+    assert r.train.max_steps == 7 and r.train.batch_size == base.train.batch_size
+    assert r.model.input_dim == 4  # follows the features
+
+
+def test_unknown_keys_and_presets_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown preset"):
+        resolve(Params(preset="nope"))
+    with pytest.raises(Exception, match="max_stepz"):
+        resolve(Params(train={"max_stepz": 3}))
+    bad = tmp_path / "params.yaml"
+    bad.write_text("preset: small\ndata:\n  rooot: x\n")
+    with pytest.raises(DataError, match="params.yaml"):
+        load_params(bad)
+    bad.write_text("preset: [unclosed\n")
+    with pytest.raises(DataError, match="valid YAML"):
+        load_params(bad)

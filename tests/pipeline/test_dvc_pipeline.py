@@ -1,0 +1,190 @@
+"""The DVC pipeline's promises, checked in a temporary git + DVC repo on a tiny synthetic dataset.
+
+One module-scoped repo; the tests run in file order and build on each other (fresh repro, no-op repro,
+param changes, experiments, determinism, a killed run resuming).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COPY = ["dvc.yaml", "params.yaml", "stages", "pgnn", ".dvcignore"]
+STAGES = {
+    "synth",
+    "prepare@train",
+    "prepare@val",
+    "gt_db",
+    "graphs@train",
+    "graphs@val",
+    "train",
+    "predict",
+    "evaluate",
+}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+        DVC_NO_ANALYTICS="1",
+        DO_NOT_TRACK="1",
+        OMP_NUM_THREADS="1",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
+    return env
+
+
+def _run(repo: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _dvc(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run(repo, sys.executable, "-m", "dvc", *args, check=check)
+
+
+def _ran(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    """Stages a `dvc repro` ran (from its "Running stage 'x':" lines)."""
+    out = proc.stdout + proc.stderr
+    return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage '")}
+
+
+def _lock_outs(repo: Path) -> dict[str, str]:
+    """path -> md5 of every stage output in dvc.lock."""
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    return {o["path"]: o["md5"] for st in lock["stages"].values() for o in st.get("outs", [])}
+
+
+def _set_params(repo: Path, **sections: dict) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for section, values in sections.items():
+        params[section] = {**(params.get(section) or {}), **values}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dvcrepo")
+    for name in COPY:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy(src, root / name)
+    _set_params(
+        root,
+        synthetic={"frames": 4, "seed": 3, "val_fraction": 0.5},
+        data={"frames_per_shard": 1, "workers": 1},
+        train={"max_steps": 4, "batch_size": 1, "checkpoint_every": 2, "log_every": 2},
+    )
+    _run(root, "git", "init", "-q")
+    _dvc(root, "init", "-q")
+    _dvc(root, "config", "core.analytics", "false")
+    _run(root, "git", "add", "-A")
+    _run(root, "git", "commit", "-qm", "init")
+    return root
+
+
+def test_fresh_repro_runs_every_stage(repo: Path) -> None:
+    proc = _dvc(repo, "repro")
+    assert _ran(proc) == STAGES
+    metrics = json.loads((repo / "metrics" / "eval.json").read_text())
+    assert "Car/3d/moderate/R40" in metrics
+    assert (repo / "models" / "model.pt").exists()
+    _run(repo, "git", "add", "-A")
+    _run(repo, "git", "commit", "-qm", "first run")
+
+
+def test_second_repro_does_nothing(repo: Path) -> None:
+    t0 = time.perf_counter()
+    proc = _dvc(repo, "repro")
+    seconds = time.perf_counter() - t0
+    print(f"\nno-op dvc repro: {seconds:.2f} s")
+    assert _ran(proc) == set()
+    assert "didn't change" in proc.stdout + proc.stderr
+
+
+def test_training_param_reruns_only_train_predict_evaluate(repo: Path) -> None:
+    before = _lock_outs(repo)
+    _set_params(repo, train={"max_steps": 6})
+    proc = _dvc(repo, "repro")
+    ran = _ran(proc)
+    # evaluate reruns only if the predictions changed (a few steps of training may leave them identical)
+    assert {"train", "predict"} <= ran <= {"train", "predict", "evaluate"}
+    after = _lock_outs(repo)
+    assert after["data/graphs/train"] == before["data/graphs/train"]  # graphs were not recomputed
+    assert after["models/model.pt"] != before["models/model.pt"]
+    diff = _dvc(repo, "params", "diff", "--md").stdout
+    assert "train.max_steps" in diff and "4" in diff and "6" in diff
+    mdiff = _dvc(repo, "metrics", "diff", "--all", "--md").stdout
+    assert "Car/3d/moderate/R40" in mdiff or "train.json" in mdiff
+
+
+def test_graph_param_does_not_rerun_prepare(repo: Path) -> None:
+    _set_params(repo, graph={"seed": 1})
+    proc = _dvc(repo, "repro")
+    ran = _ran(proc)
+    assert {"graphs@train", "graphs@val"} <= ran
+    assert not ran & {"synth", "prepare@train", "prepare@val", "gt_db"}
+
+
+def test_same_params_give_the_same_bytes(repo: Path) -> None:
+    before = _lock_outs(repo)
+    proc = _dvc(repo, "repro", "--force", "graphs@train", "graphs@val", "train", "predict", "evaluate")
+    assert {"graphs@train", "train", "predict"} <= _ran(proc)
+    after = _lock_outs(repo)
+    for path in ("data/graphs/train", "data/graphs/val", "models/model.pt", "data/predictions/val"):
+        assert after[path] == before[path], path
+
+
+def test_experiment_shows_param_and_ap(repo: Path) -> None:
+    _run(repo, "git", "add", "-A")
+    _run(repo, "git", "commit", "-qm", "params")
+    _dvc(repo, "exp", "run", "-S", "train.max_steps=3")
+    show = _dvc(repo, "exp", "show", "--md").stdout
+    assert "train.max_steps" in show and "Car/3d/moderate/R40" in show
+
+
+def test_killed_repro_resumes_with_the_same_hashes(repo: Path) -> None:
+    _dvc(repo, "exp", "apply", "HEAD", check=False)  # back to the committed params (max_steps 6)
+    _run(repo, "git", "checkout", "--", "params.yaml")
+    _dvc(repo, "repro")
+    reference = _lock_outs(repo)["models/model.pt"]
+    ckpts = repo / "models" / "checkpoints"
+    shutil.rmtree(ckpts)  # start the run from scratch so that the kill lands mid-training
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dvc", "repro", "--force", "train"],
+        cwd=repo,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if any(p.name.startswith("ckpt-") for p in ckpts.rglob("ckpt-*.pt")):
+                break
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    proc2 = _dvc(repo, "repro")
+    assert "train" in _ran(proc2)
+    assert _lock_outs(repo)["models/model.pt"] == reference

@@ -1,0 +1,392 @@
+"""The Prefect flows (flows/) on a tiny synthetic project: fan-out, resume after a failure, verified caching,
+threads and Dask runners; plus the shard helpers (pgnn/core/shards.py) and offline settings
+(pgnn/pipeline/prefect_env.py).
+
+Prefect runs against ``prefect_test_harness`` (a temporary SQLite API server, started once per session:
+its migrations take 20-70 s on a loaded 2-core machine). Its home and result store live in a temporary
+folder, set before ``prefect`` is first imported (hence the imports below the environment set-up).
+"""
+
+# ruff: noqa: E402
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import tempfile
+from functools import partial
+from pathlib import Path
+
+_PREFECT_TMP = Path(tempfile.mkdtemp(prefix="pgnn-test-prefect-"))
+atexit.register(shutil.rmtree, _PREFECT_TMP, ignore_errors=True)
+os.environ["PREFECT_HOME"] = str(_PREFECT_TMP / "home")
+os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_PREFECT_TMP / "results")
+
+# isort: split
+import pytest
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
+from prefect.testing.utilities import prefect_test_harness
+
+import pgnn.pipeline.steps
+from flows.pipeline import (
+    PREPROCESS_STAGES,
+    ShardBuildError,
+    check_stages,
+    load_project,
+    pgnn_pipeline,
+    preprocess_flow,
+    train_evaluate_flow,
+)
+from flows.runners import make_task_runner
+from flows.tasks import build_shard, folder_digest, verified_cache_key
+from pgnn.core.errors import DataError
+from pgnn.core.shards import (
+    ShardPlan,
+    ShardTask,
+    finalize_plan,
+    is_current,
+    pending_tasks,
+    read_manifest,
+    record_shard,
+    run_plan,
+)
+from pgnn.pipeline.prefect_env import configure_prefect, prefect_settings
+
+PARAMS = """\
+preset: small
+data: {root: data/synthetic, frames_per_shard: 1, workers: 2}
+synthetic: {frames: 4, seed: 0, val_fraction: 0.5}
+"""
+DATA_STAGES = ("prepare", "gt_db", "graphs")
+
+
+# ------------------------------------------------------------------------------------ fixtures, helpers
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """A temporary Prefect API server (and result store) for the whole session."""
+    with (
+        prefect_test_harness(server_startup_timeout=None),
+        temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: _PREFECT_TMP / "results"}),
+    ):
+        yield
+
+
+def new_project(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "params.yaml").write_text(PARAMS)
+    return folder
+
+
+def run_preprocess(root: Path, stages=DATA_STAGES, **kwargs):
+    return preprocess_flow(params_path=str(root / "params.yaml"), stages=stages, **kwargs)
+
+
+def stamps(root: Path) -> dict[str, tuple[int, int]]:
+    """(inode, mtime) of every output file: a file rewritten in place or replaced changes it."""
+    out = {}
+    for p in sorted((root / "data").rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            out[p.relative_to(root).as_posix()] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def copy_inputs(reference: Path, folder: Path) -> Path:
+    """A new project holding only the reference's synthetic dataset."""
+    root = new_project(folder)
+    shutil.copytree(reference / "data" / "synthetic", root / "data" / "synthetic")
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(prefect_api, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A clean run of the whole preprocessing flow, and the sha256 of every file it wrote."""
+    root = new_project(tmp_path_factory.mktemp("reference"))
+    summary = run_preprocess(root, stages=PREPROCESS_STAGES)
+    assert summary["synth"]["files"] > 0
+    assert summary["gt_db"]["sha256"] == folder_digest(root / "data" / "gt_db")["gt_db.parquet"]
+    for name in ("prepare@train", "prepare@val", "graphs@train", "graphs@val"):
+        assert summary[name]["shards"] == 2 and len(summary[name]["built"]) == 2, summary
+    return root, folder_digest(root / "data")
+
+
+# -------------------------------------------------------------------------------- no server needed
+
+
+def test_configure_prefect_sets_offline_defaults_and_keeps_user_values(tmp_path):
+    env = {"PREFECT_LOGGING_LEVEL": "DEBUG"}
+    effective = configure_prefect(tmp_path, env)
+    assert env["DO_NOT_TRACK"] == "1"
+    assert env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+    assert env["PREFECT_SERVER_UI_ENABLED"] == "false"
+    assert env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] == "180"
+    assert env["PREFECT_HOME"] == str(tmp_path.resolve() / ".prefect")
+    assert env["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] == str(tmp_path.resolve() / ".prefect-results")
+    assert env["PREFECT_LOGGING_LEVEL"] == "DEBUG"  # the user's value wins
+    assert effective == env and set(effective) == set(prefect_settings(tmp_path))
+
+
+def _write_frames(task: ShardTask, path: Path, *, tag: str) -> None:
+    path.write_text(f"{tag}:{','.join(task.frames)}\n")
+
+
+def toy_plan(out: Path, tag: str = "v1") -> ShardPlan:
+    tasks = tuple(
+        ShardTask(f"shard-{i:04d}.txt", (f"{2 * i:06d}", f"{2 * i + 1:06d}"), f"{tag}-{i}") for i in range(3)
+    )
+    return ShardPlan(out, tasks, partial(_write_frames, tag=tag), "toy", {"tag": tag}, "code")
+
+
+def test_shard_helpers_record_resume_and_finalize(tmp_path):
+    plan = toy_plan(tmp_path)
+    assert pending_tasks(plan) == list(plan.tasks)
+    first = plan.tasks[0]
+    plan.build(first, tmp_path / first.file)
+    assert not is_current(plan, first)  # written but not recorded: not trusted
+    manifest = record_shard(plan, first)
+    assert [e["file"] for e in manifest["shards"]] == [first.file]
+    assert is_current(plan, first) and pending_tasks(plan) == list(plan.tasks[1:])
+    with pytest.raises(RuntimeError, match="not built yet"):
+        finalize_plan(plan)
+
+    (tmp_path / first.file).write_text("foreign bytes\n")  # same name, other content
+    assert not is_current(plan, first)
+    (tmp_path / ".tmp-shard-0001.txt-abc").write_text("left by a killed writer")
+    final = run_plan(plan, log=None)  # the DVC path: builds what is pending, then finalizes
+    assert [e["file"] for e in final["shards"]] == [t.file for t in plan.tasks]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"] + [t.file for t in plan.tasks]
+    assert (tmp_path / first.file).read_text() == "v1:000000,000001\n"
+
+    before = (tmp_path / "manifest.json").stat()
+    assert finalize_plan(plan) == final
+    after = (tmp_path / "manifest.json").stat()
+    assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)  # untouched if unchanged
+
+    changed = toy_plan(tmp_path, tag="v2")  # new params: every key changes, every shard is pending
+    assert pending_tasks(changed) == list(changed.tasks)
+
+
+def test_build_shard_task_fn_builds_and_returns_the_manifest_entry(tmp_path):
+    plan = toy_plan(tmp_path / "out")
+    shard = plan.tasks[1]
+    entry = build_shard.fn(plan, shard, "toy@test")
+    assert entry["file"] == shard.file and entry["key"] == shard.key
+    assert entry["frames"] == ["000002", "000003"]
+    assert entry["sha256"] == folder_digest(tmp_path / "out")[shard.file]
+
+
+class FakeStore:
+    def __init__(self, records):
+        self.records = records
+
+    def exists(self, key):
+        return key in self.records
+
+    def read(self, key):
+        value = self.records[key]
+        if isinstance(value, Exception):
+            raise value
+        return type("Record", (), {"result": value})()
+
+
+def test_verified_cache_key_only_offers_records_the_disk_still_matches():
+    store = FakeStore({"good": {"sha256": "a"}, "stale": {"sha256": "b"}, "broken": ValueError("bad record")})
+    on_disk = "a"
+
+    def valid(entry):
+        return entry["sha256"] == on_disk
+
+    assert verified_cache_key(store, "new", valid) == "new"  # no record: build and persist under the key
+    assert verified_cache_key(store, "good", valid) == "good"  # record matches the bytes on disk: a hit
+    assert verified_cache_key(store, "stale", valid) is None  # bytes changed: build, never report cached
+    assert verified_cache_key(store, "broken", valid) is None
+
+
+def test_make_task_runner_kinds():
+    assert isinstance(make_task_runner("threads", 2), ThreadPoolTaskRunner)
+    processes = make_task_runner("processes", 2)
+    assert isinstance(processes, ProcessPoolTaskRunner) and processes._max_workers == 2
+    from prefect_dask import DaskTaskRunner
+
+    assert isinstance(make_task_runner("dask", 2, "tcp://127.0.0.1:8786"), DaskTaskRunner)
+    with pytest.raises(ValueError, match="task_runner"):
+        make_task_runner("gpu", 2)
+    with pytest.raises(ValueError, match="max_workers"):
+        make_task_runner("threads", 0)
+
+
+def test_stage_names_and_project_layout_are_checked(tmp_path):
+    assert check_stages(["prepare"], DATA_STAGES) == ("prepare",)
+    with pytest.raises(ValueError, match="unknown stages"):
+        check_stages(["prepare", "predcit"], DATA_STAGES)
+    root = new_project(tmp_path / "p")
+    params, layout = load_project(root / "params.yaml")
+    assert layout.root == root.resolve() and params.synthetic.frames == 4
+    assert layout.graphs("val") == root.resolve() / "data" / "graphs" / "val"
+    with pytest.raises(DataError):
+        load_project(tmp_path / "missing.yaml")
+
+
+# ------------------------------------------------------------------------------ flows on the harness
+
+
+def test_rerun_of_a_current_project_touches_nothing(reference):
+    root, digest = reference
+    before = stamps(root)
+    summary = run_preprocess(root, stages=PREPROCESS_STAGES)
+    assert summary["synth"]["files"] == len(folder_digest(root / "data" / "synthetic"))  # verified cache hit
+    for name, s in summary.items():
+        if name not in ("synth", "gt_db"):
+            assert (s["current"], s["built"], s["cached"]) == (2, [], []), (name, s)
+    assert stamps(root) == before and folder_digest(root / "data") == digest
+
+
+def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
+    reference, tmp_path, monkeypatch, caplog
+):
+    ref_root, ref_digest = reference
+    root = copy_inputs(ref_root, tmp_path / "work")
+    run_preprocess(root)
+    assert folder_digest(root / "data") == ref_digest  # same bytes from another folder: content-addressed
+
+    graphs, prepared = root / "data" / "graphs", root / "data" / "prepared"
+    (graphs / "val" / "shard-0001.npz").unlink()  # missing
+    with open(graphs / "train" / "shard-0000.npz", "ab") as f:  # damaged in place
+        f.write(b"\0junk")
+    (prepared / "val" / "shard-0000.parquet").unlink()  # missing upstream; its rebuild has the same bytes
+    failing_frame = read_manifest(ref_root / "data" / "graphs" / "val")["shards"][1]["frames"][0]
+    attempts = []
+    real_graph_record = pgnn.pipeline.steps.graph_record
+
+    def flaky_graph_record(frame, *args, **kwargs):
+        if frame.frame_id == failing_frame:
+            attempts.append(frame.frame_id)
+            raise OSError(f"injected failure on frame {frame.frame_id}")
+        return real_graph_record(frame, *args, **kwargs)
+
+    monkeypatch.setattr(pgnn.pipeline.steps, "graph_record", flaky_graph_record)
+    caplog.set_level(logging.INFO, logger="prefect")
+    before = stamps(root)
+    caplog.clear()
+    state = run_preprocess(root, return_state=True)
+    assert state.is_failed()
+    with pytest.raises(ShardBuildError, match=r"graphs@val:shard-0001\.npz"):
+        state.result()
+    assert len(attempts) == 3  # the first try and retries=2
+    after_failure = stamps(root)
+    changed = {k for k in before.keys() | after_failure.keys() if before.get(k) != after_failure.get(k)}
+    assert changed == {
+        "data/prepared/val/shard-0000.parquet",
+        "data/prepared/val/manifest.json",
+        "data/graphs/train/shard-0000.npz",
+        "data/graphs/train/manifest.json",
+    }  # graphs@val/shard-0000 is current: untouched; its failed sibling is not recorded
+    assert not (graphs / "val" / "shard-0001.npz").exists()
+    log = [r.getMessage() for r in caplog.records]
+    assert "graphs@val: 1 of 2 shards current, building 1: shard-0001.npz" in log
+    assert any(
+        m.startswith("graphs@val: shard-0001.npz failed after retries") and "injected" in m for m in log
+    )
+
+    monkeypatch.setattr(pgnn.pipeline.steps, "graph_record", real_graph_record)
+    caplog.clear()
+    summary = run_preprocess(root)
+    log = [r.getMessage() for r in caplog.records]
+    assert "graphs@val: 1 of 2 shards current, building 1: shard-0001.npz" in log
+    assert "prepare@val: 2 of 2 shards current, building 0" in log
+    assert summary["graphs@val"] == {
+        "shards": 2,
+        "current": 1,
+        "built": ["shard-0001.npz"],
+        "cached": [],
+        "failed": [],
+    }
+    for name in ("prepare@train", "prepare@val", "graphs@train"):
+        assert (summary[name]["current"], summary[name]["built"]) == (2, []), (name, summary[name])
+    after_rerun = stamps(root)
+    changed = {
+        k for k in after_failure.keys() | after_rerun.keys() if after_failure.get(k) != after_rerun.get(k)
+    }
+    assert changed == {"data/graphs/val/shard-0001.npz", "data/graphs/val/manifest.json"}
+    assert folder_digest(root / "data") == ref_digest  # byte-identical to the clean run, manifests included
+
+
+def test_cache_hits_are_verified_against_the_bytes_on_disk(reference, tmp_path):
+    ref_root, ref_digest = reference
+    root = copy_inputs(ref_root, tmp_path / "work")
+    run_preprocess(root)  # builds every shard here: Prefect cache records for this folder's files
+    train = root / "data" / "graphs" / "train"
+    (train / "manifest.json").unlink()  # the manifest is lost: every graphs@train shard is pending
+    with open(train / "shard-0001.npz", "ab") as f:  # and one file no longer holds what was recorded
+        f.write(b"\0junk")
+    kept = stamps(root)["data/graphs/train/shard-0000.npz"]
+
+    summary = run_preprocess(root, stages=("graphs",))
+    assert summary["graphs@train"] == {
+        "shards": 2,
+        "current": 0,
+        "built": ["shard-0001.npz"],
+        "cached": ["shard-0000.npz"],
+        "failed": [],
+    }
+    assert stamps(root)["data/graphs/train/shard-0000.npz"] == kept  # the verified hit was not rebuilt
+    assert folder_digest(root / "data") == ref_digest
+
+
+def test_dask_runner_on_a_local_cluster(reference, tmp_path):
+    from distributed import LocalCluster
+
+    ref_root, ref_digest = reference
+    root = copy_inputs(ref_root, tmp_path / "work")
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+    ) as cluster:
+        summary = run_preprocess(root, task_runner="dask", dask_address=cluster.scheduler_address)
+    for label in ("prepare@train", "prepare@val", "graphs@train", "graphs@val"):
+        stage, split = label.split("@")
+        folder = ref_root / "data" / ("prepared" if stage == "prepare" else stage) / split
+        assert summary[label]["built"] == sorted(p.name for p in folder.glob("shard-*")), summary[label]
+    assert folder_digest(root / "data") == ref_digest
+
+
+def test_flow_outputs_are_the_bytes_of_the_dvc_stage_functions(reference, tmp_path):
+    """The DVC stages (stages/*.py) call pgnn.pipeline.steps directly: same files, manifests included."""
+    from pgnn.config.presets import resolve
+    from pgnn.pipeline.steps import graphs_step, gt_db_step, prepare_step
+
+    ref_root, ref_digest = reference
+    root = copy_inputs(ref_root, tmp_path / "dvc")
+    params, layout = load_project(root / "params.yaml")
+    for split in ("train", "val"):
+        prepare_step(params.data, split, layout.prepared(split), root_dir=root)
+    gt_db_step(layout.prepared("train"), layout.gt_db)
+    for split in ("train", "val"):
+        graphs_step(resolve(params), split, layout.prepared(split), layout.graphs(split), 1, workers=1)
+    assert folder_digest(root / "data") == ref_digest
+
+
+def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(reference, tmp_path):
+    ref_root, _ = reference
+    root = tmp_path / "full"
+    shutil.copytree(ref_root / "data", root / "data")
+    (root / "params.yaml").write_text(PARAMS + "train: {max_steps: 2, batch_size: 1, checkpoint_every: 1}\n")
+    summary = pgnn_pipeline(
+        params_path=str(root / "params.yaml"), stages=("graphs", "train", "predict", "evaluate")
+    )
+    assert (summary["graphs@train"]["current"], summary["graphs@val"]["current"]) == (2, 2)
+    assert (root / "models" / "model.pt").is_file() and summary["train"]["metrics"]
+    assert summary["predict"]["frames"] == 2
+    predictions = sorted(p.name for p in (root / "data" / "predictions" / "val").iterdir())
+    val_frames = [f for e in read_manifest(root / "data" / "graphs" / "val")["shards"] for f in e["frames"]]
+    assert predictions == sorted(f"{f}.txt" for f in val_frames)
+    assert set(summary["evaluate"]) and (root / "metrics" / "eval.json").is_file()
+
+    before = stamps(root)
+    again = train_evaluate_flow(params_path=str(root / "params.yaml"), stages=("predict",))
+    assert again["predict"] == summary["predict"]
+    assert stamps(root) == before  # verified cache hit: the predictions were not rewritten
