@@ -42,8 +42,9 @@ from typing import Any, NamedTuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig  # noqa: E402
 from pgnn.data import kitti  # noqa: E402
-from pgnn.graphs.build import GRAPH_PRESETS, GraphConfig, downsample_levels, radius_edges  # noqa: E402
+from pgnn.graphs.build import downsample_levels, radius_edges  # noqa: E402
 from pgnn.graphs.targets import assign_targets  # noqa: E402
 
 SHARED = Path(os.environ.get("PGNN_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"

@@ -76,7 +76,8 @@ def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None
     with np.load(REFERENCE / "T1" / f"{frame}.npz") as npz:
         arrays = {k: npz[k] for k in npz.files}
     if kind == "train":
-        from pgnn.graphs.build import GRAPH_PRESETS, build_graph
+        from pgnn.config.graphs import GRAPH_PRESETS
+        from pgnn.graphs.build import build_graph
 
         graph = build_graph(arrays["vertex_coord_0"], GRAPH_PRESETS["car"], np.random.default_rng(int(frame)))
         graph["input_features"] = arrays["input_features"]
@@ -95,7 +96,8 @@ def run_case(case: dict) -> dict:
     """One configuration, in this process: step times (ms) and memory."""
     import torch
 
-    from pgnn.nn.model import MODEL_PRESETS, PointGNN, collate_graphs
+    from pgnn.config.network import MODEL_PRESETS
+    from pgnn.nn.model import PointGNN, collate_graphs
 
     torch.set_num_threads(case["threads"])
     device = case["device"]
@@ -142,7 +144,8 @@ def edge_mlp_rate(device: str, threads: int, frame: str = "000002") -> list[tupl
     """GFLOP/s of one car_T3 Point-GNN iteration (forward, inference) on a runtime graph vs torch.mm."""
     import torch
 
-    from pgnn.nn.model import DEFAULT_EDGES_PER_CHUNK, MODEL_PRESETS, PointGNNConv
+    from pgnn.config.network import MODEL_PRESETS
+    from pgnn.nn.model import DEFAULT_EDGES_PER_CHUNK, PointGNNConv
 
     torch.set_num_threads(threads)
     graph = load_graph(frame, "runtime", device)

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from pgnn.config.graphs import GRAPH_PRESETS
 from pgnn.data.kitti import load_frame
-from pgnn.graphs.build import GRAPH_PRESETS, build_graph, graph_counts
+from pgnn.graphs.build import build_graph, graph_counts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

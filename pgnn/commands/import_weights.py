@@ -22,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pgnn.config.network import ModelConfig
     from pgnn.nn.checkpoint import save_checkpoint
-    from pgnn.nn.model import ModelConfig, PointGNN, count_parameters
+    from pgnn.nn.model import PointGNN, count_parameters
     from pgnn.nn.weights import checkpoint_from_released_weights
 
     ckpt = checkpoint_from_released_weights(args.weights, args.config, graph_preset=args.graph_preset)

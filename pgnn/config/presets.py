@@ -19,31 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
+from pgnn.config.inference import PostprocessConfig
+from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
+from pgnn.config.training import TrainConfig
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_db import GtSampleConfig
-from pgnn.graphs.build import GRAPH_PRESETS, GraphConfig
 from pgnn.graphs.features import FEATURE_WIDTHS
 from pgnn.graphs.targets import num_classes
-from pgnn.inference.postprocess import PostprocessConfig
-from pgnn.nn.losses import LossConfig
-from pgnn.nn.model import MODEL_PRESETS, ModelConfig
-from pgnn.training.loop import TrainConfig
-
-
-class TargetsConfig(BaseModel):
-    """How vertices get class labels and box targets, and which input features the points carry."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    label_method: Literal["Car", "Pedestrian_and_Cyclist", "yaw"] = "Car"
-    encoding: str = "classaware_all_class_box_encoding"
-    input_features: Literal["irgb", "rgb", "0rgb", "0000", "i000", "i", "0", "is"] = "i"
-    expend_factor: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
 
 class Recipe(BaseModel):

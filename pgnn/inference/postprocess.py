@@ -47,11 +47,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pgnn.config.inference import NmsName, PostprocessConfig
 from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d, iou_3d
 from pgnn.core.io import write_text_atomic
 
@@ -75,8 +74,6 @@ __all__ = [
     "truncation_filter",
     "write_kitti_result",
 ]
-
-NmsName = Literal["plain", "merge_only", "score_only", "merge_score"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -293,41 +290,6 @@ def occlusion_rescore(scores: np.ndarray, boxes: np.ndarray, points: np.ndarray)
 # ----------------------------------------------------------------------------------------------------------
 # The frame chain
 # ----------------------------------------------------------------------------------------------------------
-
-
-class PostprocessConfig(BaseModel):
-    """Post-processing knobs. Defaults are the original's for its Car models (``car_auto_T*_train``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    class_names: tuple[str, ...] = Field(
-        default=("Background", "Car", "Car", "DontCare"),
-        description="name of each network class index (Car model: 1 = Car yaw ~ 0, 2 = Car yaw ~ pi/2)",
-    )
-    ignore_class_names: tuple[str, ...] = Field(
-        default=("Background", "DontCare"), description="classes that never become detections"
-    )
-    class_fold: dict[int, int] = Field(
-        default={2: 1}, description="class index -> class index it is reported as (the vertical-yaw classes)"
-    )
-    score_threshold: float = Field(default=0.25, ge=0.0, lt=1.0, description="candidates need prob > this")
-    nms: NmsName = Field(default="merge_score", description="NMS variant, a key of NMS_FUNCTIONS")
-    overlap_threshold: float = Field(default=0.01, ge=0.0, le=1.0, description="3D IoU > this is removed")
-    max_truncation: float = Field(default=0.4, ge=0.0, le=1.0, description="drop boxes truncated more")
-    occlusion_rescore: bool = Field(default=True, description="score *= 1 + occlusion ratio")
-
-    @model_validator(mode="after")
-    def _check_fold(self) -> PostprocessConfig:
-        n = len(self.class_names)
-        for src, dst in self.class_fold.items():
-            if not (0 <= src < n and 0 <= dst < n):
-                raise ValueError(f"class_fold {src} -> {dst}: indices must be in [0, {n})")
-            if self.class_names[src] != self.class_names[dst]:
-                raise ValueError(
-                    f"class_fold {src} -> {dst} joins different classes: "
-                    f"{self.class_names[src]!r} and {self.class_names[dst]!r}"
-                )
-        return self
 
 
 @dataclass(frozen=True)

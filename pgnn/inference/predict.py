@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig
+from pgnn.config.inference import PostprocessConfig
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import (
     Frame,
@@ -51,14 +53,8 @@ from pgnn.data.kitti import (
     read_image,
     rect_to_cam2_offset,
 )
-from pgnn.graphs.build import GRAPH_PRESETS, GraphConfig, build_graph
-from pgnn.inference.postprocess import (
-    Detections,
-    PostprocessConfig,
-    kitti_result_lines,
-    postprocess_frame,
-    write_kitti_result,
-)
+from pgnn.graphs.build import build_graph
+from pgnn.inference.postprocess import Detections, kitti_result_lines, postprocess_frame, write_kitti_result
 
 if TYPE_CHECKING:
     import torch

@@ -28,9 +28,10 @@ from typing import Any
 
 import torch
 
+from pgnn.config.network import ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.core.io import write_bytes_atomic
-from pgnn.nn.model import ModelConfig, PointGNN
+from pgnn.nn.model import PointGNN
 
 CHECKPOINT_FORMAT = "pgnn-checkpoint/1"
 INPUT_FRAMES = ("rect", "cam2")

@@ -28,57 +28,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ClsLossType = Literal["softmax", "focal_sigmoid", "focal_softmax", "top_k_softmax"]
-LocLossType = Literal["huber_loss", "top_k_huber_loss"]
-RegularizerType = Literal["l1", "l2", "l1_l2"]
-
-_REGULARIZER_KWARGS: dict[str, set[str]] = {
-    "l1": {"scale"},
-    "l2": {"scale"},
-    "l1_l2": {"scale_l1", "scale_l2"},
-}
-
-
-class LossConfig(BaseModel):
-    """Loss settings; names and defaults follow the original Car configs (``loss`` + ``model_kwargs``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cls_loss_type: ClsLossType = "softmax"
-    cls_loss_weight: float = Field(0.1, ge=0.0)
-    loc_loss_type: LocLossType = "huber_loss"
-    loc_loss_weight: float = Field(10.0, ge=0.0)
-    huber_delta: float = Field(1.0, gt=0.0)
-    focal_alpha: float = Field(0.5, ge=0.0, le=1.0)
-    """Weight of the positive term in ``focal_sigmoid`` (the original's default 0.5)."""
-    focal_gamma: float = Field(2.0, ge=0.0)
-    top_k_ratio: float = Field(0.25, gt=0.0, le=1.0)
-    """Fraction of each frame's vertices kept by the hardest-k losses."""
-    classwise_loc_loss_weight: tuple[float, ...] | None = None
-    """Optional per-class factor on the localisation loss (the original's ``loc_loss_kwargs`` entry)."""
-    regularizer_type: RegularizerType | None = "l1"
-    regularizer_kwargs: dict[str, float] = Field(default_factory=lambda: {"scale": 5e-7})
-    """``l1``/``l2``: ``scale``; ``l1_l2``: ``scale_l1``, ``scale_l2`` (slim's regulariser arguments)."""
-
-    @model_validator(mode="after")
-    def _check_regularizer(self) -> LossConfig:
-        if self.regularizer_type is None:
-            if self.regularizer_kwargs:
-                raise ValueError("regularizer_kwargs given without a regularizer_type")
-            return self
-        expected = _REGULARIZER_KWARGS[self.regularizer_type]
-        if set(self.regularizer_kwargs) != expected:
-            raise ValueError(
-                f"regularizer {self.regularizer_type!r} expects kwargs {sorted(expected)}, "
-                f"got {sorted(self.regularizer_kwargs)}"
-            )
-        return self
+from pgnn.config.network import LossConfig
 
 
 class LossNormaliser(NamedTuple):

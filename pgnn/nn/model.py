@@ -59,147 +59,22 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import MessagePassing
 
+from pgnn.config.network import GNNLayerConfig, ModelConfig, Widths
 from pgnn.core.errors import DataError
 
 # ----------------------------------------------------------------------------------------------------------
 # Configuration
 # ----------------------------------------------------------------------------------------------------------
-
-ActivationName = Literal["relu", "relu6", "leaky_relu", "elu", "sigmoid", "tanh"]
-InitName = Literal["xavier_uniform", "kaiming_uniform", "torch_default"]
-
-Widths = tuple[int, ...]
-
-
-class GNNLayerConfig(BaseModel):
-    """One Point-GNN iteration (the original's ``scatter_max_graph_auto_center_net`` layer).
-
-    ``offset_mlp`` lists the widths of the auto-registration MLP including its 3-wide (linear) output;
-    ``edge_mlp`` the widths of the per-edge MLP (ReLU after every layer); ``update_mlp`` the widths of the
-    update MLP (linear last), whose last width must equal the vertex state width (residual connection).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    auto_offset: bool = True
-    offset_mlp: Widths = (64, 3)
-    edge_mlp: Widths = (300, 300)
-    update_mlp: Widths = (300, 300)
-
-
-class ModelConfig(BaseModel):
-    """The network's shape. Normalisation is never used (the original's released configs all say ``NONE``).
-
-    ``input_dim`` is the width of the per-point input features (1 for reflectance ``i``, 5 for the painted
-    ``is``). The vertex state width is ``set_mlp[-1]`` (or ``point_mlp[-1]`` when ``set_mlp`` is empty).
-    ``cls_hidden`` / ``loc_hidden`` are the hidden widths of the class head and of each per-class box head;
-    their outputs (``num_classes`` / ``box_encoding_len`` wide) are linear. ``init`` names the weight
-    initialisation (see ``INITIALIZERS``; the original used slim's default, Glorot/Xavier uniform weights and
-    zero biases).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    num_classes: int = Field(4, ge=1)
-    box_encoding_len: int = Field(7, ge=1)
-    input_dim: int = Field(1, ge=1)
-    point_mlp: Widths = (32, 64, 128, 300)
-    set_mlp: Widths = (300, 300)
-    gnn_layers: tuple[GNNLayerConfig, ...] = (GNNLayerConfig(),)
-    cls_hidden: Widths = (64,)
-    loc_hidden: Widths = (64, 64)
-    activation: ActivationName = "relu"
-    init: InitName = "xavier_uniform"
-
-    @property
-    def state_dim(self) -> int:
-        """Width D of the vertex state s after point-set pooling and after every GNN iteration."""
-        return (self.set_mlp or self.point_mlp)[-1]
-
-    @property
-    def num_iterations(self) -> int:
-        """T, the number of Point-GNN iterations."""
-        return len(self.gnn_layers)
-
-    @model_validator(mode="after")
-    def _check_widths(self) -> ModelConfig:
-        widths = [self.point_mlp, self.set_mlp, self.cls_hidden, self.loc_hidden]
-        for layer in self.gnn_layers:
-            widths += [layer.offset_mlp, layer.edge_mlp, layer.update_mlp]
-        if any(w < 1 for ws in widths for w in ws):
-            raise ValueError("every MLP width must be >= 1")
-        if not self.point_mlp:
-            raise ValueError("point_mlp needs at least one layer")
-        for t, layer in enumerate(self.gnn_layers):
-            if not layer.edge_mlp or not layer.update_mlp:
-                raise ValueError(f"gnn_layers[{t}]: edge_mlp and update_mlp need at least one layer")
-            if layer.update_mlp[-1] != self.state_dim:
-                raise ValueError(
-                    f"gnn_layers[{t}]: update_mlp must end at the state width {self.state_dim} (residual), "
-                    f"got {layer.update_mlp[-1]}"
-                )
-            if layer.auto_offset and (not layer.offset_mlp or layer.offset_mlp[-1] != 3):
-                raise ValueError(f"gnn_layers[{t}]: offset_mlp must end with 3 (an xyz offset)")
-        return self
-
-
-def _car_config(num_iterations: int, *, auto_offset: bool = True, input_dim: int = 1) -> ModelConfig:
-    """The original car models (configs/car_{auto,fixed}_T*_train_config): 300 channels, 4 classes."""
-    return ModelConfig(
-        num_classes=4,
-        input_dim=input_dim,
-        gnn_layers=tuple(GNNLayerConfig(auto_offset=auto_offset) for _ in range(num_iterations)),
-    )
-
-
-MODEL_PRESETS: Mapping[str, ModelConfig] = MappingProxyType(
-    {
-        # The authors' released checkpoints car_auto_T0_train (344,932 parameters) and car_auto_T1_train
-        # (726,491 parameters).
-        "car_T0": _car_config(0),
-        "car_T1": _car_config(1),
-        "car_T2": _car_config(2),
-        "car_T3": _car_config(3),  # the paper's main Car model (configs/car_auto_T3_train_config)
-        "car_fixed_T3": _car_config(3, auto_offset=False),  # the ablation without auto-registration
-        # configs/ped_cyl_auto_T3_trainval_config: 6 classes, 256 channels, a 5-layer point MLP.
-        "ped_cyc_T3": ModelConfig(
-            num_classes=6,
-            point_mlp=(32, 64, 128, 256, 512),
-            set_mlp=(256, 256),
-            gnn_layers=tuple(
-                GNNLayerConfig(offset_mlp=(64, 3), edge_mlp=(256, 256), update_mlp=(256, 256))
-                for _ in range(3)
-            ),
-        ),
-        # The painted-points seed (input_features "is": reflectance + 4 semantic scores), otherwise car_T3.
-        "painted_car_T3": _car_config(3, input_dim=5),
-        # Trains on a 2-core CPU in minutes: one fwd+bwd+Adam step on a train-config graph (~20k points, ~1k
-        # keypoints, 0.12M + 0.05M edges) took ~0.1 s CPU time on one core (car_T3: ~2.5 s), a batch of 2
-        # synthetic frames (0.19M + 0.17M edges) ~0.16 s (car_T3, one frame: ~3.6 s); 43,494 parameters.
-        # Measured with benchmarks/train_step.py.
-        "small": ModelConfig(
-            num_classes=4,
-            point_mlp=(32, 64),
-            set_mlp=(64,),
-            gnn_layers=tuple(
-                GNNLayerConfig(offset_mlp=(32, 3), edge_mlp=(64,), update_mlp=(64,)) for _ in range(2)
-            ),
-            cls_hidden=(32,),
-            loc_hidden=(32, 32),
-        ),
-    }
-)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.errors import DataError
-from pgnn.nn.model import GNNLayerConfig, ModelConfig
 
 GLOBAL_STEP_VARIABLE = "Variable"
 

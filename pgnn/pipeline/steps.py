@@ -291,8 +291,8 @@ def train_run_key(
     augmentation and sampling configs; otherwise the cached graphs' shard keys (which hold the graph and
     targets settings).
     """
+    from pgnn.config.training import RESUMABLE_CHANGES
     from pgnn.core.shards import read_manifest, stable_hash
-    from pgnn.training.loop import RESUMABLE_CHANGES
 
     manifest = read_manifest(graphs_dir) or {}
     train = {k: v for k, v in recipe.train.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}

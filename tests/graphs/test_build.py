@@ -17,9 +17,10 @@ from pydantic import ValidationError
 from sklearn.neighbors import BallTree, KDTree
 
 from pgnn.cli import main as cli_main
+from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, GraphLevelConfig
 from pgnn.data.kitti import load_frame
 from pgnn.graphs import build as G
-from pgnn.graphs.build import GRAPH_PRESETS, GraphConfig, GraphLevelConfig, build_graph, radius_edges
+from pgnn.graphs.build import build_graph, radius_edges
 
 REFERENCE_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
 SAMPLE_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000008", "000114", "000134")

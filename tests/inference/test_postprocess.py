@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from pgnn.config.inference import PostprocessConfig
 from pgnn.core.boxes import alpha_from_box, iou_3d
 from pgnn.inference.postprocess import (
     NMS_FUNCTIONS,
-    PostprocessConfig,
     kitti_result_lines,
     nms_boxes_3d,
     nms_boxes_3d_merge_only,

@@ -24,6 +24,9 @@ import torch
 from PIL import Image
 
 from pgnn.cli import main as cli_main
+from pgnn.config.graphs import GRAPH_PRESETS
+from pgnn.config.inference import PostprocessConfig
+from pgnn.config.network import MODEL_PRESETS
 from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d, iou_bev
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import (
@@ -38,8 +41,8 @@ from pgnn.data.kitti import (
     read_velodyne,
     rect_to_cam2_offset,
 )
-from pgnn.graphs.build import GRAPH_PRESETS, build_graph
-from pgnn.inference.postprocess import Detections, PostprocessConfig
+from pgnn.graphs.build import build_graph
+from pgnn.inference.postprocess import Detections
 from pgnn.inference.predict import (
     TIMING_KEYS,
     GraphFrame,
@@ -52,7 +55,7 @@ from pgnn.inference.predict import (
     write_detections,
     write_pictures,
 )
-from pgnn.nn.model import MODEL_PRESETS, PointGNN
+from pgnn.nn.model import PointGNN
 from pgnn.viz.render import project_box_edges
 
 REFERENCE_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from pgnn.config.network import MODEL_PRESETS, GNNLayerConfig, ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.nn.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -19,7 +20,7 @@ from pgnn.nn.checkpoint import (
     make_checkpoint,
     save_checkpoint,
 )
-from pgnn.nn.model import MODEL_PRESETS, GNNLayerConfig, ModelConfig, PointGNN, graph_input_from_arrays
+from pgnn.nn.model import PointGNN, graph_input_from_arrays
 
 SMALL = ModelConfig(
     point_mlp=(8,),

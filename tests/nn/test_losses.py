@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pgnn.config.network import LossConfig
 from pgnn.nn.losses import (
     CLS_LOSSES,
     LOC_LOSSES,
-    LossConfig,
     LossNormaliser,
     compute_loss,
     focal_sigmoid,

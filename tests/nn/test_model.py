@@ -13,16 +13,14 @@ import torch.nn.functional as F
 from torch_geometric.utils import scatter
 
 import pgnn.nn.model
+from pgnn.config.network import MODEL_PRESETS, GNNLayerConfig, ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.nn.model import (
     INITIALIZERS,
     MLP,
-    MODEL_PRESETS,
     EdgeChunk,
-    GNNLayerConfig,
     GraphInput,
     LinearInit,
-    ModelConfig,
     PointGNN,
     PointGNNConv,
     PointSetPooling,

@@ -18,8 +18,10 @@ import numpy as np
 import pytest
 import torch
 
+from pgnn.config.graphs import TargetsConfig
 from pgnn.config.params import Params
-from pgnn.config.presets import PRESETS, TargetsConfig, resolve
+from pgnn.config.presets import PRESETS, resolve
+from pgnn.config.training import TrainConfig
 from pgnn.core.boxes import expand_boxes, points_in_boxes
 from pgnn.core.errors import DataError
 from pgnn.core.shards import run_plan
@@ -35,7 +37,7 @@ from pgnn.training.dataset import (
     augmented_record,
     point_columns,
 )
-from pgnn.training.loop import RecordDataset, TrainConfig, micro_batch_plan
+from pgnn.training.loop import RecordDataset, micro_batch_plan
 
 FRAMES = ("000000", "000001", "000002")
 RECIPE = PRESETS["car_T3"]

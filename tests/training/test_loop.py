@@ -15,11 +15,10 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 
+from pgnn.config.network import GNNLayerConfig, LossConfig, ModelConfig
+from pgnn.config.training import TrainConfig
 from pgnn.core.errors import DataError
-from pgnn.nn.losses import LossConfig
-from pgnn.nn.model import GNNLayerConfig, ModelConfig
 from pgnn.training.loop import (
-    TrainConfig,
     collate_records,
     epoch_permutation,
     learning_rate,

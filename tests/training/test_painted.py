@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import torch
 
+from pgnn.config.graphs import GRAPH_PRESETS
 from pgnn.config.params import Params
 from pgnn.config.presets import resolve
 from pgnn.core.shards import run_plan
 from pgnn.data.kitti import PAINTED_CLASSES, load_frame, read_labels
 from pgnn.data.prepare import SCORE_COLUMNS, prepare_plan, read_prepared_dir
-from pgnn.graphs.build import GRAPH_PRESETS
 from pgnn.nn.checkpoint import load_model
 from pgnn.training.dataset import AugmentedRecords
 

@@ -1,0 +1,96 @@
+"""Configs of the graphs and the vertex targets (torch-free, numba-free).
+
+- :class:`GraphConfig` / :data:`GRAPH_PRESETS`: multi-level graphs
+  (:func:`pgnn.graphs.build.build_graph`).
+- :class:`TargetsConfig`: vertex labels, box encoding and input features (:mod:`pgnn.graphs.targets`,
+  :mod:`pgnn.graphs.features`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# ----------------------------------------------------------------------------------------------------------
+# Configs
+
+
+class GraphLevelConfig(BaseModel):
+    """One graph level (the original's ``level_configs`` entry with ``disjointed_rnn_local_graph_v3``).
+
+    ``graph_scale`` multiplies ``base_voxel_size`` to give this level's destination voxel size; ``radius``
+    (metres) is the neighbourhood radius; ``num_neighbors`` caps the in-degree (-1: keep all).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    graph_scale: float = Field(gt=0)
+    radius: float = Field(gt=0)
+    num_neighbors: int = -1
+
+    @model_validator(mode="after")
+    def _check_cap(self) -> GraphLevelConfig:
+        if self.num_neighbors == 0 or self.num_neighbors < -1:
+            raise ValueError(f"num_neighbors must be -1 (all) or positive, got {self.num_neighbors}")
+        return self
+
+
+class GraphConfig(BaseModel):
+    """A multi-level graph (the original's ``graph_gen_kwargs`` / ``runtime_graph_gen_kwargs``).
+
+    Level ``i`` joins ``vertex_coord_i`` to ``vertex_coord_{i+1}`` (the original's ``graph_level == i``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_voxel_size: float = Field(gt=0)
+    downsample_method: Literal["random", "center"] = "center"
+    add_rnd3d: bool = False
+    levels: tuple[GraphLevelConfig, ...] = Field(min_length=1)
+
+
+def _levels(*specs: tuple[float, float, int]) -> tuple[GraphLevelConfig, ...]:
+    return tuple(GraphLevelConfig(graph_scale=s, radius=r, num_neighbors=k) for s, r, k in specs)
+
+
+# The numbers of the original's configs/car_auto_T3_train_config (the same in every car_auto_* config) and
+# configs/ped_cyl_auto_T3_trainval_config: ``graph_gen_kwargs`` for training, ``runtime_graph_gen_kwargs``
+# (downsample_method defaults to 'center' there) for inference.
+GRAPH_PRESETS: dict[str, GraphConfig] = {
+    "car": GraphConfig(
+        base_voxel_size=0.8,
+        downsample_method="random",
+        add_rnd3d=True,
+        levels=_levels((1.0, 1.0, -1), (1.0, 4.0, 256)),
+    ),
+    "car_runtime": GraphConfig(
+        base_voxel_size=0.8,
+        downsample_method="center",
+        add_rnd3d=False,
+        levels=_levels((0.5, 1.0, -1), (0.5, 4.0, -1)),
+    ),
+    "ped_cyc": GraphConfig(
+        base_voxel_size=0.8,
+        downsample_method="random",
+        add_rnd3d=True,
+        levels=_levels((0.5, 0.4, -1), (0.5, 1.6, 256)),
+    ),
+    "ped_cyc_runtime": GraphConfig(
+        base_voxel_size=0.8,
+        downsample_method="center",
+        add_rnd3d=False,
+        levels=_levels((0.25, 0.4, -1), (0.25, 1.6, -1)),
+    ),
+}
+
+
+class TargetsConfig(BaseModel):
+    """How vertices get class labels and box targets, and which input features the points carry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label_method: Literal["Car", "Pedestrian_and_Cyclist", "yaw"] = "Car"
+    encoding: str = "classaware_all_class_box_encoding"
+    input_features: Literal["irgb", "rgb", "0rgb", "0000", "i000", "i", "0", "is"] = "i"
+    expend_factor: tuple[float, float, float] = (1.0, 1.0, 1.0)

@@ -1,0 +1,44 @@
+"""The post-processing config (torch-free): consumed by :mod:`pgnn.inference.postprocess`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NmsName = Literal["plain", "merge_only", "score_only", "merge_score"]
+
+
+class PostprocessConfig(BaseModel):
+    """Post-processing knobs. Defaults are the original's for its Car models (``car_auto_T*_train``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    class_names: tuple[str, ...] = Field(
+        default=("Background", "Car", "Car", "DontCare"),
+        description="name of each network class index (Car model: 1 = Car yaw ~ 0, 2 = Car yaw ~ pi/2)",
+    )
+    ignore_class_names: tuple[str, ...] = Field(
+        default=("Background", "DontCare"), description="classes that never become detections"
+    )
+    class_fold: dict[int, int] = Field(
+        default={2: 1}, description="class index -> class index it is reported as (the vertical-yaw classes)"
+    )
+    score_threshold: float = Field(default=0.25, ge=0.0, lt=1.0, description="candidates need prob > this")
+    nms: NmsName = Field(default="merge_score", description="NMS variant, a key of NMS_FUNCTIONS")
+    overlap_threshold: float = Field(default=0.01, ge=0.0, le=1.0, description="3D IoU > this is removed")
+    max_truncation: float = Field(default=0.4, ge=0.0, le=1.0, description="drop boxes truncated more")
+    occlusion_rescore: bool = Field(default=True, description="score *= 1 + occlusion ratio")
+
+    @model_validator(mode="after")
+    def _check_fold(self) -> PostprocessConfig:
+        n = len(self.class_names)
+        for src, dst in self.class_fold.items():
+            if not (0 <= src < n and 0 <= dst < n):
+                raise ValueError(f"class_fold {src} -> {dst}: indices must be in [0, {n})")
+            if self.class_names[src] != self.class_names[dst]:
+                raise ValueError(
+                    f"class_fold {src} -> {dst} joins different classes: "
+                    f"{self.class_names[src]!r} and {self.class_names[dst]!r}"
+                )
+        return self
