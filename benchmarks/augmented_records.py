@@ -7,7 +7,7 @@ milliseconds of:
 ============== =================================================================================
 cache read     one record from the npz graph cache (``pgnn.graphs.cache.GraphCache``; what training reads
                when augmentation is off)
-graph+targets  ``pgnn.pipeline.steps.graph_record``: graph, features, vertex targets (what the cache holds)
+graph+targets  ``pgnn.graphs.records.graph_record``: graph, features, vertex targets (what the cache holds)
 augment        the original's Car augmentation alone (``ORIGINAL_CAR_AUGMENT``: rotation, flip,
                per-object shift)
 gt paste       ground-truth sampling alone (``GtSampleConfig()``: 2 cars, 10 pedestrians, 10 cyclists,
@@ -81,8 +81,8 @@ def main() -> None:
     from pgnn.data.gt_db import GtDatabase, GtSampleConfig, build_gt_db, read_gt_db, sample_and_paste
     from pgnn.data.kitti import labels_to_boxes, load_frame
     from pgnn.graphs.cache import GraphCache, write_graph_shard
+    from pgnn.graphs.records import graph_record
     from pgnn.nn.model import PointGNN, collate_graphs, graph_input_from_arrays
-    from pgnn.pipeline.steps import graph_record
     from pgnn.training.dataset import AugmentedRecords, augment_rng
 
     torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """Which on-disk layout should the graph cache use? Size, write time and read time of real graph records.
 
-The records are what ``pgnn.pipeline.steps.graph_record`` caches (the ``car_T3`` preset's Car training graph,
+The records are what ``pgnn.graphs.records.graph_record`` caches (the ``car_T3`` preset's Car training graph,
 inputs
 and targets) for the real KITTI frames with velodyne scans in the shared kitti_sample, and for synthetic
 frames (``pgnn.data.synthetic``, seed 0). Each data set is written as shards of ``--frames-per-shard``
@@ -73,7 +73,7 @@ def real_records(root: Path, frame_ids: Sequence[str], preset: str = PRESET) -> 
     """Graph records of real KITTI frames, as the ``graphs`` stage caches them."""
     from pgnn.config.presets import PRESETS
     from pgnn.data.kitti import load_frame
-    from pgnn.pipeline.steps import graph_record
+    from pgnn.graphs.records import graph_record
 
     recipe = PRESETS[preset]
     return [
@@ -87,7 +87,7 @@ def synthetic_records(count: int, seed: int = 0, preset: str = PRESET) -> list[R
     from pgnn.config.presets import PRESETS
     from pgnn.data import synthetic
     from pgnn.data.kitti import frame_from_scan
-    from pgnn.pipeline.steps import graph_record
+    from pgnn.graphs.records import graph_record
 
     recipe = PRESETS[preset]
     records = []

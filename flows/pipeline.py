@@ -1,5 +1,5 @@
 r"""The pgnn pipeline as Prefect 3 flows: the DVC diagram (``dvc.yaml``), stage for stage, calling the same
-``pgnn`` functions (``pgnn/pipeline/steps.py``) with the same paths as ``stages/*.py``::
+``pgnn`` functions (``pgnn/pipeline/steps/``) with the same paths as ``stages/*.py``::
 
     synth -> prepare@{train,val} -+-> gt_db ------------+-> train -> predict@val -> evaluate@val
                                   +-> graphs@{train,val} +
@@ -26,7 +26,6 @@ import argparse
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,67 +47,16 @@ from flows.tasks import (
 )
 from pgnn.config.params import Params, load_params
 from pgnn.core.shards import ShardPlan, ShardTask, pending_tasks, record_shard
+from pgnn.pipeline.stages import SPLITS, Layout
+from pgnn.pipeline.stages import STAGES as STAGE_TABLE
 
-STAGES: tuple[str, ...] = ("synth", "prepare", "gt_db", "graphs", "train", "predict", "evaluate")
+STAGES: tuple[str, ...] = tuple(s.name for s in STAGE_TABLE)
 PREPROCESS_STAGES: tuple[str, ...] = ("synth", "prepare", "gt_db", "graphs")
 TRAIN_EVALUATE_STAGES: tuple[str, ...] = ("train", "predict", "evaluate")
-SPLITS: tuple[str, ...] = ("train", "val")
 
 
 class ShardBuildError(RuntimeError):
     """Some shards failed all their retries (every other shard was built and recorded)."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where each stage reads and writes, relative to the project root: the paths of ``stages/*.py``."""
-
-    root: Path
-
-    @property
-    def synthetic(self) -> Path:
-        return self.root / "data" / "synthetic"
-
-    def prepared(self, split: str) -> Path:
-        return self.root / "data" / "prepared" / split
-
-    def graphs(self, split: str) -> Path:
-        return self.root / "data" / "graphs" / split
-
-    def predictions(self, split: str) -> Path:
-        return self.root / "data" / "predictions" / split
-
-    @property
-    def gt_db(self) -> Path:
-        return self.root / "data" / "gt_db" / "gt_db.parquet"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "models" / "checkpoints"
-
-    @property
-    def model(self) -> Path:
-        return self.root / "models" / "model.pt"
-
-    @property
-    def live(self) -> Path:
-        return self.root / "dvclive" / "train"
-
-    @property
-    def train_metrics(self) -> Path:
-        return self.root / "metrics" / "train.json"
-
-    @property
-    def predict_metrics(self) -> Path:
-        return self.root / "metrics" / "predict.json"
-
-    @property
-    def eval_metrics(self) -> Path:
-        return self.root / "metrics" / "eval.json"
-
-    @property
-    def curves(self) -> Path:
-        return self.root / "plots" / "pr"
 
 
 def load_project(params_path: str | Path, project_root: str | Path | None = None) -> tuple[Params, Layout]:

@@ -1,4 +1,4 @@
-"""The Prefect tasks of the pgnn flows. Each wraps one ``pgnn`` function (``pgnn/pipeline/steps.py``,
+"""The Prefect tasks of the pgnn flows. Each wraps one ``pgnn`` function (``pgnn/pipeline/steps/``,
 ``pgnn/core/shards.py``) and takes explicit paths, like the DVC stage scripts do.
 
 Freshness never rests on Prefect's result cache
@@ -21,7 +21,8 @@ The cache key functions (:func:`verified_cache_key`) let Prefect use a record on
 still have the recorded sha256s; otherwise the task runs (and its result is not persisted over the record).
 So a task is never reported ``Cached`` while the files on disk came from a different build: a plain
 input-hash cache did exactly that (ENVIRONMENT.md: graph radius 2.0 -> 2.5 -> 2.0 reported cached over the
-2.5 files). Training is not cached by Prefect: it resumes from its own checkpoints (``pgnn.pipeline.steps``).
+2.5 files). Training is not cached by Prefect: it resumes from its own checkpoints
+(:mod:`pgnn.pipeline.steps.train`).
 
 Retries: shard builds retry twice (they read and write files); training does not retry (it resumes from
 its own checkpoints when rerun, and a crash in it is a bug to see, not to paper over).
@@ -49,19 +50,13 @@ from pgnn.core.shards import (
     shard_entry,
     stable_hash,
 )
+from pgnn.pipeline.stages import stage
 
-# pgnn modules whose source shapes each cached output (the code deps of its DVC stage, plus
-# pgnn.pipeline.steps).
-SYNTH_MODULES = ("pgnn.data.synthetic", "pgnn.data.kitti")
-GT_DB_MODULES = ("pgnn.data.gt_db", "pgnn.data.prepare", "pgnn.pipeline.steps")
-PREDICT_MODULES = (
-    "pgnn.pipeline.steps",
-    "pgnn.inference.predict",
-    "pgnn.nn.checkpoint",
-    "pgnn.inference.postprocess",
-    "pgnn.graphs.encoding",
-    "pgnn.nn.model",
-)
+
+def stage_code(name: str) -> str:
+    """The code version of a stage's outputs: the hash of its entry module's import closure (the code deps
+    of its DVC stage, from the stage table)."""
+    return code_version([stage(name).entry])
 
 
 # ------------------------------------------------------------------------------------------- caching
@@ -130,13 +125,13 @@ def _manifest_shas(folder: str | Path) -> list[str | None]:
 
 def synth_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | None:
     """:func:`synth_dataset`: the config and the generator's code; the whole folder verified."""
-    inputs = {"synthetic": parameters["cfg"].model_dump(mode="json"), "code": code_version(SYNTH_MODULES)}
+    inputs = {"synthetic": parameters["cfg"].model_dump(mode="json"), "code": stage_code("synth")}
     return outputs_cache_key(ctx, "synth", inputs, [parameters["out_dir"]])
 
 
 def gt_db_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | None:
     """:func:`build_gt_db`: the prepared train shards' bytes and the code; the parquet file verified."""
-    inputs = {"prepared": _manifest_shas(parameters["prepared_dir"]), "code": code_version(GT_DB_MODULES)}
+    inputs = {"prepared": _manifest_shas(parameters["prepared_dir"]), "code": stage_code("gt_db")}
     return outputs_cache_key(ctx, "gt_db", inputs, [parameters["out_path"]])
 
 
@@ -149,7 +144,7 @@ def predict_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | 
         "graphs": _manifest_shas(parameters["graphs_dir"]),
         "prepared": _manifest_shas(parameters["prepared_dir"]),
         "postprocess": parameters["recipe"].postprocess.model_dump(mode="json"),
-        "code": code_version(PREDICT_MODULES),
+        "code": stage_code("predict"),
     }
     return outputs_cache_key(ctx, "predict", inputs, [parameters["out_dir"], parameters["timings_path"]])
 
@@ -159,9 +154,10 @@ def predict_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | 
 
 @task(name="synth", cache_key_fn=synth_cache_key, persist_result=True, result_serializer="json", retries=1)
 def synth_dataset(cfg: SyntheticConfig, out_dir: Path) -> dict[str, str]:
-    """Write the synthetic KITTI root (:func:`pgnn.pipeline.steps.synth_step`) into an emptied ``out_dir``, as
+    """Write the synthetic KITTI root (:func:`pgnn.pipeline.steps.synth.synth_step`) into an emptied
+    ``out_dir``, as
     ``dvc repro`` does; return its :func:`outputs_digest` (what the cache record verifies against)."""
-    from pgnn.pipeline.steps import synth_step
+    from pgnn.pipeline.steps.synth import synth_step
 
     out = Path(out_dir)
     if out.exists():
@@ -172,9 +168,9 @@ def synth_dataset(cfg: SyntheticConfig, out_dir: Path) -> dict[str, str]:
 
 @task(name="plan-prepare", cache_policy=NO_CACHE)
 def plan_prepare(data: DataConfig, split: str, out_dir: Path, root_dir: Path) -> ShardPlan:
-    """The shard plan of ``prepare@split`` (:func:`pgnn.pipeline.steps.prepare_plan`; hashes the input
+    """The shard plan of ``prepare@split`` (:func:`pgnn.pipeline.steps.prepare.prepare_plan`; hashes the input
     files)."""
-    from pgnn.pipeline.steps import prepare_plan
+    from pgnn.pipeline.steps.prepare import prepare_plan
 
     return prepare_plan(data, split, Path(out_dir), Path(root_dir))
 
@@ -183,9 +179,9 @@ def plan_prepare(data: DataConfig, split: str, out_dir: Path, root_dir: Path) ->
 def plan_graphs(
     recipe: Any, split: str, prepared_dir: Path, out_dir: Path, frames_per_shard: int
 ) -> ShardPlan:
-    """The shard plan of ``graphs@split`` (:func:`pgnn.pipeline.steps.graphs_plan`; needs a finalized
+    """The shard plan of ``graphs@split`` (:func:`pgnn.pipeline.steps.graphs.graphs_plan`; needs a finalized
     prepare)."""
-    from pgnn.pipeline.steps import graphs_plan
+    from pgnn.pipeline.steps.graphs import graphs_plan
 
     return graphs_plan(recipe, split, Path(prepared_dir), Path(out_dir), frames_per_shard)
 
@@ -218,10 +214,10 @@ def finalize_shards(plan: ShardPlan, label: str) -> dict[str, Any]:
 
 @task(name="gt-db", cache_key_fn=gt_db_cache_key, persist_result=True, result_serializer="json", retries=1)
 def build_gt_db(prepared_dir: Path, out_path: Path) -> dict[str, str]:
-    """The ground-truth database of the prepared train split (:func:`pgnn.pipeline.steps.gt_db_step`);
+    """The ground-truth database of the prepared train split (:func:`pgnn.pipeline.steps.gt_db.gt_db_step`);
     returns the
     :func:`outputs_digest` of the parquet file."""
-    from pgnn.pipeline.steps import gt_db_step
+    from pgnn.pipeline.steps.gt_db import gt_db_step
 
     gt_db_step(Path(prepared_dir), Path(out_path))
     return outputs_digest([out_path])
@@ -239,9 +235,10 @@ def train_model(
     gt_db_path: Path,
 ) -> str:
     """Train (resuming a killed run of the same params from ``ckpt_root``) and export the model
-    (:func:`pgnn.pipeline.steps.train_step`; it reads ``prepared_dir`` and ``gt_db_path`` when the recipe
+    (:func:`pgnn.pipeline.steps.train.train_step`; it reads ``prepared_dir`` and ``gt_db_path`` when the
+    recipe
     augments)."""
-    from pgnn.pipeline.steps import train_step
+    from pgnn.pipeline.steps.train import train_step
 
     model = train_step(
         recipe,
@@ -261,8 +258,8 @@ def predict_split(
     recipe: Any, model_path: Path, graphs_dir: Path, prepared_dir: Path, out_dir: Path, timings_path: Path
 ) -> dict[str, str]:
     """KITTI result files of the model on a split's cached runtime graphs, plus mean stage timings
-    (:func:`pgnn.pipeline.steps.predict_step`); returns the :func:`outputs_digest` of both."""
-    from pgnn.pipeline.steps import predict_step
+    (:func:`pgnn.pipeline.steps.predict.predict_step`); returns the :func:`outputs_digest` of both."""
+    from pgnn.pipeline.steps.predict import predict_step
 
     predict_step(
         recipe, Path(model_path), Path(graphs_dir), Path(prepared_dir), Path(out_dir), Path(timings_path)
@@ -280,9 +277,9 @@ def evaluate_predictions(
     default_classes: tuple[str, ...],
 ) -> dict[str, Any]:
     """Official KITTI AP of the predictions against the prepared labels
-    (:func:`pgnn.pipeline.steps.evaluate_step`);
+    (:func:`pgnn.pipeline.steps.evaluate.evaluate_step`);
     ``default_classes`` are reported when params.yaml names none (the classes the preset detects)."""
-    from pgnn.pipeline.steps import evaluate_step
+    from pgnn.pipeline.steps.evaluate import evaluate_step
 
     return evaluate_step(
         cfg, Path(prepared_dir), Path(pred_dir), Path(metrics_path), Path(curves_dir), default_classes

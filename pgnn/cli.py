@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
     "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),
     "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval): table or JSON"),
+    "dvc-yaml": ("pgnn.commands.dvc_yaml", "write dvc.yaml from the stage table (pgnn/pipeline/stages.py)"),
 }
 
 

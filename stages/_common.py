@@ -1,4 +1,4 @@
-"""Shared by the stage scripts: the repo root on sys.path and params.yaml loading."""
+"""Shared by the stage scripts: the repo root on sys.path, then run a stage of the stage table by name."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pgnn.config.params import Params, load_params  # noqa: E402
 
+def main(name: str) -> None:
+    """Run stage ``name`` (``pgnn.pipeline.stages``) with this script's arguments on the repo root."""
+    from pgnn.pipeline.stages import run_stage
 
-def params() -> Params:
-    """The validated params.yaml of the repo."""
-    return load_params(ROOT / "params.yaml")
+    run_stage(name, sys.argv[1:], ROOT)

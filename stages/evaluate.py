@@ -1,18 +1,10 @@
-"""DVC stage `evaluate`: official KITTI AP of data/predictions/val -> metrics/eval.json, plots/pr/*.csv."""
+"""DVC stage `evaluate`: official KITTI AP of the val predictions, PR curves.
 
-from _common import ROOT, params
+The stage table (pgnn/pipeline/stages.py) holds its paths and params; it runs
+pgnn.pipeline.steps.evaluate.run.
+"""
 
-from pgnn.config.presets import resolve
-from pgnn.graphs.targets import object_classes
-from pgnn.pipeline.steps import evaluate_step
+from _common import main
 
 if __name__ == "__main__":
-    p = params()
-    evaluate_step(
-        p.eval,
-        ROOT / "data" / "prepared" / "val",
-        ROOT / "data" / "predictions" / "val",
-        ROOT / "metrics" / "eval.json",
-        ROOT / "plots" / "pr",
-        default_classes=object_classes(resolve(p).targets.label_method),
-    )
+    main("evaluate")

@@ -1,20 +1,10 @@
-"""DVC stage `graphs@<split>`: graphs, input features and vertex targets -> data/graphs/<split>."""
+"""DVC stage `graphs@<split>`: graphs, input features and vertex targets of one split (npz shards).
 
-import sys
+The stage table (pgnn/pipeline/stages.py) holds its paths and params; it runs
+pgnn.pipeline.steps.graphs.run.
+"""
 
-from _common import ROOT, params
-
-from pgnn.config.presets import resolve
-from pgnn.pipeline.steps import graphs_step
+from _common import main
 
 if __name__ == "__main__":
-    p = params()
-    which = sys.argv[1]
-    graphs_step(
-        resolve(p),
-        which,
-        ROOT / "data" / "prepared" / which,
-        ROOT / "data" / "graphs" / which,
-        p.data.frames_per_shard,
-        p.data.workers,
-    )
+    main("graphs")

@@ -1,17 +1,10 @@
-"""DVC stage `predict`: the trained model on the cached runtime graphs of the val split -> KITTI result files
-in data/predictions/val, mean per-stage timings in metrics/predict.json."""
+"""DVC stage `predict`: KITTI result files of the val split from the cached runtime graphs.
 
-from _common import ROOT, params
+The stage table (pgnn/pipeline/stages.py) holds its paths and params; it runs
+pgnn.pipeline.steps.predict.run.
+"""
 
-from pgnn.config.presets import resolve
-from pgnn.pipeline.steps import predict_step
+from _common import main
 
 if __name__ == "__main__":
-    predict_step(
-        resolve(params()),
-        ROOT / "models" / "model.pt",
-        ROOT / "data" / "graphs" / "val",
-        ROOT / "data" / "prepared" / "val",
-        ROOT / "data" / "predictions" / "val",
-        ROOT / "metrics" / "predict.json",
-    )
+    main("predict")

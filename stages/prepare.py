@@ -1,10 +1,10 @@
-"""DVC stage `prepare@<split>`: FOV-cropped points, features and labels -> data/prepared/<split>."""
+"""DVC stage `prepare@<split>`: FOV-cropped points, features and labels of one split (parquet shards).
 
-import sys
+The stage table (pgnn/pipeline/stages.py) holds its paths and params; it runs
+pgnn.pipeline.steps.prepare.run.
+"""
 
-from _common import ROOT, params
-
-from pgnn.pipeline.steps import prepare_step
+from _common import main
 
 if __name__ == "__main__":
-    prepare_step(params().data, sys.argv[1], ROOT / "data" / "prepared" / sys.argv[1], root_dir=ROOT)
+    main("prepare")

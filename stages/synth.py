@@ -1,8 +1,10 @@
-"""DVC stage `synth`: write the built-in synthetic KITTI dataset to data/synthetic."""
+"""DVC stage `synth`: the built-in synthetic KITTI root.
 
-from _common import ROOT, params
+The stage table (pgnn/pipeline/stages.py) holds its paths and params; it runs
+pgnn.pipeline.steps.synth.run.
+"""
 
-from pgnn.pipeline.steps import synth_step
+from _common import main
 
 if __name__ == "__main__":
-    synth_step(params().synthetic, ROOT / "data" / "synthetic")
+    main("synth")

@@ -1,0 +1,1 @@
+"""The ``pgnn`` sub-commands, one module each (see ``pgnn/cli.py``)."""

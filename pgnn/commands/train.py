@@ -1,6 +1,7 @@
 """``pgnn train``: train on a cached training-graph split with the recipe of a params.yaml.
 
-The same function as the DVC ``train`` stage (``pgnn.pipeline.steps.train_step``), with paths as arguments. A
+The same function as the DVC ``train`` stage (``pgnn.pipeline.steps.train.train_step``), with paths as
+arguments. A
 rerun
 with the same params resumes the newest checkpoint of that run; under ``torchrun`` it trains with DDP.
 """
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pgnn.config.params import load_params
     from pgnn.config.presets import resolve
-    from pgnn.pipeline.steps import train_step
+    from pgnn.pipeline.steps.train import train_step
 
     params = load_params(args.params)
     if args.max_steps is not None:

@@ -1,0 +1,1 @@
+"""Typed configs (pydantic, ``extra="forbid"``, torch-free): params.yaml, the sections, the presets."""

@@ -32,6 +32,13 @@ class DataConfig(_Strict):
     frames_per_shard: int = Field(8, ge=1)
     workers: int = Field(2, ge=1)
 
+    def split_name(self, which: str) -> str:
+        """The ImageSets name of the logical split ``which`` ("train" or "val")."""
+        names = {"train": self.train_split, "val": self.val_split}
+        if which not in names:
+            raise ValueError(f"expected split 'train' or 'val', got {which!r}")
+        return names[which]
+
 
 class SyntheticConfig(_Strict):
     """The built-in synthetic KITTI dataset."""

@@ -1,0 +1,1 @@
+"""Foundations every layer uses: errors, atomic IO, the box convention, content-keyed shards, imports."""

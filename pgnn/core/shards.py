@@ -38,20 +38,15 @@ def stable_hash(obj: Any) -> str:
 
 
 def code_version(modules: Iterable[str]) -> str:
-    """Hash of the source files of the given ``pgnn`` modules (e.g. ``["pgnn.graphs.build",
-    "pgnn.graphs.targets"]``).
-
-    Only the modules that shape an artifact's bytes are listed, so an unrelated edit keeps caches valid.
-    """
-    import importlib.util
+    """Hash of the source of ``modules`` and of every pgnn module they import (their static closure,
+    :func:`pgnn.core.imports.closure_files`): any edit that can change what they build changes it, an
+    unrelated edit does not."""
+    from pgnn.core.imports import PACKAGE_ROOT, closure_files
 
     h = hashlib.sha256()
-    for name in sorted(modules):
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise ImportError(f"cannot find module {name}")
-        h.update(name.encode())
-        h.update(Path(spec.origin).read_bytes())
+    for rel in closure_files(modules):
+        h.update(rel.encode())
+        h.update((PACKAGE_ROOT / rel).read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 from pgnn.data.kitti import Calib, Frame, Label, frame_paths, load_frame
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_path, sha256_file
-from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, stable_hash
+from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
 
 SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
 _META_KEY = b"pgnn.frames"
@@ -126,17 +127,57 @@ def read_prepared_shard(path: str | Path) -> list[Frame]:
     return table_to_frames(table, path)
 
 
-def read_prepared_dir(out_dir: str | Path) -> list[Frame]:
-    """All frames of a prepared split folder, in manifest order."""
-    from pgnn.core.shards import read_manifest
+class PreparedFrames:
+    """The frames of a prepared split folder (``pgnn.data.prepare``), read shard by shard on first use.
 
-    manifest = read_manifest(out_dir)
-    if manifest is None:
-        raise DataError(Path(out_dir) / "manifest.json", "expected a prepared split folder with a manifest")
-    frames: list[Frame] = []
-    for entry in manifest["shards"]:
-        frames.extend(read_prepared_shard(Path(out_dir) / entry["file"]))
-    return frames
+    ``len`` and ``frame_ids`` come from the manifest alone. Loaded shards are kept (the ``max_cached_shards``
+    most recently used, or all); pickling drops them, so a DataLoader worker reads its own.
+    """
+
+    def __init__(self, folder: str | Path, max_cached_shards: int | None = None) -> None:
+        self.folder = Path(folder)
+        manifest = read_manifest(self.folder)
+        if manifest is None:
+            raise DataError(self.folder / "manifest.json", "expected a prepared split folder with a manifest")
+        if max_cached_shards is not None and max_cached_shards < 1:
+            raise ValueError(f"max_cached_shards: expected >= 1 or None, got {max_cached_shards}")
+        self.max_cached_shards = max_cached_shards
+        self.files: list[str] = [e["file"] for e in manifest["shards"]]
+        self.frame_ids: list[str] = []
+        self._index: list[tuple[int, int]] = []  # frame -> (shard, position in the shard)
+        for s, entry in enumerate(manifest["shards"]):
+            for j, fid in enumerate(entry["frames"]):
+                self._index.append((s, j))
+                self.frame_ids.append(str(fid))
+        self._loaded: OrderedDict[int, list[Frame]] = OrderedDict()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_loaded": OrderedDict()}
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, i: int) -> Frame:
+        s, j = self._index[i]
+        frames = self._loaded.get(s)
+        if frames is None:
+            path = self.folder / self.files[s]
+            frames = read_prepared_shard(path)
+            if j >= len(frames) or frames[j].frame_id != self.frame_ids[i]:
+                want = f"frame {self.frame_ids[i]} at position {j} (the manifest's)"
+                raise DataError(path, f"expected {want}, got the shard's frames changed: rerun prepare")
+            self._loaded[s] = frames
+            if self.max_cached_shards is not None and len(self._loaded) > self.max_cached_shards:
+                self._loaded.popitem(last=False)
+        else:
+            self._loaded.move_to_end(s)
+        return frames[j]
+
+
+def read_prepared_dir(out_dir: str | Path) -> list[Frame]:
+    """All frames of a prepared split folder, in manifest order (in memory; see :class:`PreparedFrames`)."""
+    store = PreparedFrames(out_dir, max_cached_shards=1)
+    return [store[i] for i in range(len(store))]
 
 
 def _frame_files(root: Path, frame_id: str, painted: bool) -> list[Path]:
@@ -149,9 +190,6 @@ def _build_prepared(task: ShardTask, path: Path, *, root: str, painted: bool) ->
     write_prepared_shard(path, [load_frame(root, fid, painted=painted) for fid in task.frames])
 
 
-PREPARE_MODULES = ("pgnn.data.prepare", "pgnn.data.kitti")
-
-
 def prepare_plan(
     root: str | Path,
     frame_ids: Sequence[str],
@@ -159,14 +197,16 @@ def prepare_plan(
     *,
     painted: bool = False,
     frames_per_shard: int = 16,
+    code_modules: Sequence[str] = ("pgnn.data.prepare",),
 ) -> ShardPlan:
     """The plan to crop, featurise and label ``frame_ids`` of the KITTI root into parquet shards.
 
-    A shard's key hashes its frames' input files, the params and this code (see :mod:`pgnn.core.shards`).
+    A shard's key hashes its frames' input files, the params and the code of ``code_modules`` (their import
+    closure: :func:`pgnn.core.shards.code_version`; the pipeline passes its stage table's ``shard_code``).
     """
     root = Path(root)
     params = {"painted": painted, "frames_per_shard": frames_per_shard}
-    code = code_version(PREPARE_MODULES)
+    code = code_version(code_modules)
     tasks = []
     for i, ids in enumerate(chunk_ids(list(frame_ids), frames_per_shard)):
         inputs = {fid: [sha256_file(p) for p in _frame_files(root, fid, painted)] for fid in ids}

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+import pgnn.eval.matching as matching
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import Label, read_labels
-from pgnn.eval import matching
 
 CLASSES: tuple[str, ...] = ("Car", "Pedestrian", "Cyclist")
 METRICS: tuple[str, ...] = ("bbox", "aos", "bev", "3d")

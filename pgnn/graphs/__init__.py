@@ -1,0 +1,1 @@
+"""Graphs layer: voxel levels, radius edges, input features, vertex targets, box encodings, the cache."""

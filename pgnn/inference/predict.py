@@ -53,7 +53,7 @@ from pgnn.data.kitti import (
     read_image,
     rect_to_cam2_offset,
 )
-from pgnn.graphs.build import build_graph
+from pgnn.graphs.records import graph_with_features
 from pgnn.inference.postprocess import Detections, kitti_result_lines, postprocess_frame, write_kitti_result
 
 if TYPE_CHECKING:
@@ -308,17 +308,12 @@ def frame_graph(
     Shapes:
         return: ``features`` (N0, F) float32 and the arrays of ``pgnn.graphs.build.build_graph``
     """
-    from pgnn.graphs.features import input_features
-
     offset = frame_offset(input_frame_of(meta), frame.calib.P2)  # (3,)
     points = (frame.points_rect.astype(np.float64) + offset).astype(np.float32)  # (N0, 3) model frame
-    graph = build_graph(points, graph_cfg, rng)
-    graph["features"] = input_features(
-        str(meta.get("input_features", "i")),
-        frame.intensity,
-        frame.rgb,
-        frame.scores,
-        source=f"frame {frame.frame_id}",
+    features = str(meta.get("input_features", "i"))
+    source = f"frame {frame.frame_id}"
+    graph = graph_with_features(
+        points, frame.intensity, frame.rgb, frame.scores, graph_cfg, features, rng, source
     )
     return graph
 

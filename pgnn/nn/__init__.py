@@ -1,0 +1,1 @@
+"""Network layer (torch + PyG): the Point-GNN model, its loss, checkpoints, the authors' weights."""

@@ -1,0 +1,1 @@
+"""Training layer: the loop (resume, DDP, logging), record sources, vertex metrics."""

@@ -5,7 +5,7 @@ paste database objects (when its train config had ``crop_aug``), run the ``data_
 training graph (random keypoints), pick the input features and assign the vertex targets. A precomputed
 graph cache cannot do that, so :class:`AugmentedRecords` is a record source (``len``, ``[i]``) that does it
 per sample, on the prepared frames of ``pgnn.data.prepare``. Its records have exactly the layout of
-:func:`pgnn.pipeline.steps.graph_record`'s (the cached records), so :func:`pgnn.training.loop.train` takes
+:func:`pgnn.graphs.records.graph_record`'s (the cached records), so :func:`pgnn.training.loop.train` takes
 either.
 
 Reproducibility. Sample ``i`` of epoch ``e`` draws every random number (pasting, each augmentation op, the
@@ -16,8 +16,8 @@ run saw, with any number of DataLoader workers or DDP ranks. The training loop t
 through :meth:`AugmentedRecords.set_epoch` (``pgnn.training.loop`` calls it, in the process that builds the
 record,
 before each fetch). With nothing to augment (no steps, no sampling) the record is the cached one:
-:func:`pgnn.pipeline.steps.graph_record`'s graph and targets, built from
-:func:`pgnn.pipeline.steps.frame_rng` and so the
+:func:`pgnn.graphs.records.graph_record`'s graph and targets, built from
+:func:`pgnn.graphs.records.frame_rng` and so the
 same every epoch.
 
 Attributes stay with their points. The frame's points become a :class:`pgnn.data.augment.PointSet` whose
@@ -42,8 +42,6 @@ about 4-5 workers with ground-truth sampling.
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,34 +52,26 @@ from pgnn.core.errors import DataError
 from pgnn.data.augment import AugmentConfig, PointSet, apply_augmentations, point_set_from_frame
 from pgnn.data.gt_db import GtDatabase, GtSampleConfig, read_gt_db, sample_and_paste
 from pgnn.data.kitti import PAINTED_CLASSES, Frame, labels_to_boxes
+from pgnn.data.prepare import PreparedFrames
+from pgnn.graphs.records import AUGMENT_STREAM, frame_rng, scene_record
 
 __all__ = [
     "AugmentedRecords",
-    "PreparedFrames",
     "augment_rng",
     "augmented_record",
     "point_columns",
-    "scene_record",
+    "point_set_record",
 ]
 
-# A constant word in the seed sequence that keeps the augmentation stream apart from other streams seeded
-# with the same numbers (pgnn.pipeline.steps.frame_rng seeds the cached graphs with [seed, frame]).
-_AUGMENT_STREAM = 0x617567  # "aug"
 _SCORE_NAMES = tuple(f"score_{c}" for c in PAINTED_CLASSES)
 
 
-def _frame_number(frame_id: str) -> int:
-    """A frame id as a seed word: its number for KITTI's digit ids, else 64 bits of its sha256."""
-    if frame_id.isdigit():
-        return int(frame_id)
-    return int.from_bytes(hashlib.sha256(frame_id.encode()).digest()[:8], "little")
-
-
 def augment_rng(seed: int, epoch: int, frame_id: str) -> np.random.Generator:
-    """The generator of one training sample: a pure function of (seed, epoch, frame id)."""
+    """The generator of one training sample: :func:`pgnn.graphs.records.frame_rng` on the augmentation
+    stream, a pure function of (seed, epoch, frame id)."""
     if epoch < 0:
         raise ValueError(f"epoch: expected >= 0, got {epoch}")
-    return np.random.default_rng([seed, _AUGMENT_STREAM, epoch, _frame_number(frame_id)])
+    return frame_rng(seed, frame_id, AUGMENT_STREAM, epoch)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -113,7 +103,7 @@ def point_columns(points: PointSet) -> tuple[np.ndarray, np.ndarray, np.ndarray 
     return intensity, rgb, scores
 
 
-def scene_record(
+def point_set_record(
     frame_id: str,
     points: PointSet,
     boxes: np.ndarray,
@@ -122,39 +112,14 @@ def scene_record(
     targets_cfg: Any,
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
-    """A training record of a scene: the graph of its points, their input features, the vertex targets.
+    """:func:`pgnn.graphs.records.scene_record` of an (augmented) point set, its columns read by name.
 
-    The layout of :func:`pgnn.pipeline.steps.graph_record` (keys, dtypes, shapes); ``rng`` feeds the graph.
-
-    Shapes:
-        points: N0 points; boxes: (M, 7); names: M -> features (N0, F) float32, vertex_coord_i (N_i, 3),
-        keypoint_indices_i, edges_i (E_i, 2), cls_labels (N_L,) int64, box_targets (N_L, 7) float32,
-        valid_box (N_L,) bool
+    Shapes: points: N0 points; boxes: (M, 7); names: M -> the record layout of ``scene_record``.
     """
-    from pgnn.graphs.build import build_graph
-    from pgnn.graphs.features import FEATURES
-    from pgnn.graphs.targets import assign_targets
-
-    graph = build_graph(points.xyz, graph_cfg, rng)
-    last = len(graph_cfg.levels)
     intensity, rgb, scores = point_columns(points)
-    features = FEATURES[targets_cfg.input_features](intensity, rgb, scores, source=f"frame {frame_id}")
-    cls_labels, box_targets, valid = assign_targets(
-        graph[f"vertex_coord_{last}"],
-        np.asarray(boxes, np.float64).reshape(-1, 7),
-        list(names),
-        targets_cfg.label_method,
-        targets_cfg.expend_factor,
-        targets_cfg.encoding,
+    return scene_record(
+        frame_id, points.xyz, intensity, rgb, scores, boxes, names, graph_cfg, targets_cfg, rng
     )
-    return {
-        "frame_id": np.asarray(frame_id),
-        "features": features.astype(np.float32),  # (N0, F)
-        **graph,
-        "cls_labels": cls_labels,
-        "box_targets": box_targets,
-        "valid_box": valid,
-    }
 
 
 def augmented_record(
@@ -168,9 +133,9 @@ def augmented_record(
     gt_sampling: GtSampleConfig | None = None,
 ) -> dict[str, np.ndarray]:
     """One training sample of ``frame``: paste database objects (with ``gt_sampling``), run ``augment``'s
-    steps, then :func:`scene_record`; all randomness from ``rng``, in that order.
+    steps, then :func:`point_set_record`; all randomness from ``rng``, in that order.
 
-    Shapes: as :func:`scene_record`.
+    Shapes: as :func:`pgnn.graphs.records.scene_record`.
     """
     points = point_set_from_frame(frame)
     boxes = labels_to_boxes(frame.labels).reshape(-1, 7)  # (M, 7)
@@ -180,62 +145,11 @@ def augmented_record(
             raise ValueError("augmented_record: gt_sampling needs a ground-truth database (gt_db)")
         points, boxes, names = sample_and_paste(points, boxes, names, gt_db, gt_sampling, rng)
     points, boxes, names = apply_augmentations(points, boxes, names, augment, rng)
-    return scene_record(frame.frame_id, points, boxes, names, graph_cfg, targets_cfg, rng)
+    return point_set_record(frame.frame_id, points, boxes, names, graph_cfg, targets_cfg, rng)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Sources
-
-
-class PreparedFrames:
-    """The frames of a prepared split folder (``pgnn.data.prepare``), read shard by shard on first use.
-
-    ``len`` and ``frame_ids`` come from the manifest alone. Loaded shards are kept (the ``max_cached_shards``
-    most recently used, or all); pickling drops them, so a DataLoader worker reads its own.
-    """
-
-    def __init__(self, folder: str | Path, max_cached_shards: int | None = None) -> None:
-        from pgnn.core.shards import read_manifest
-
-        self.folder = Path(folder)
-        manifest = read_manifest(self.folder)
-        if manifest is None:
-            raise DataError(self.folder / "manifest.json", "expected a prepared split folder with a manifest")
-        if max_cached_shards is not None and max_cached_shards < 1:
-            raise ValueError(f"max_cached_shards: expected >= 1 or None, got {max_cached_shards}")
-        self.max_cached_shards = max_cached_shards
-        self.files: list[str] = [e["file"] for e in manifest["shards"]]
-        self.frame_ids: list[str] = []
-        self._index: list[tuple[int, int]] = []  # frame -> (shard, position in the shard)
-        for s, entry in enumerate(manifest["shards"]):
-            for j, fid in enumerate(entry["frames"]):
-                self._index.append((s, j))
-                self.frame_ids.append(str(fid))
-        self._loaded: OrderedDict[int, list[Frame]] = OrderedDict()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_loaded": OrderedDict()}
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def __getitem__(self, i: int) -> Frame:
-        s, j = self._index[i]
-        frames = self._loaded.get(s)
-        if frames is None:
-            from pgnn.data.prepare import read_prepared_shard
-
-            path = self.folder / self.files[s]
-            frames = read_prepared_shard(path)
-            if j >= len(frames) or frames[j].frame_id != self.frame_ids[i]:
-                want = f"frame {self.frame_ids[i]} at position {j} (the manifest's)"
-                raise DataError(path, f"expected {want}, got the shard's frames changed: rerun prepare")
-            self._loaded[s] = frames
-            if self.max_cached_shards is not None and len(self._loaded) > self.max_cached_shards:
-                self._loaded.popitem(last=False)
-        else:
-            self._loaded.move_to_end(s)
-        return frames[j]
 
 
 class AugmentedRecords:
@@ -297,8 +211,6 @@ class AugmentedRecords:
 
     def record(self, i: int, epoch: int) -> dict[str, np.ndarray]:
         """Frame ``i``'s record in ``epoch`` (a pure function of the configs, seed, epoch and frame)."""
-        from pgnn.pipeline.steps import frame_rng
-
         if not 0 <= i < len(self.frames):
             raise IndexError(f"record {i} of {len(self.frames)}")
         frame = self.frames[i]

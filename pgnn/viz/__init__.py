@@ -1,0 +1,1 @@
+"""Pictures: bird's-eye views and images with boxes."""

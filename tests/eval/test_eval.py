@@ -15,19 +15,18 @@ import pytest
 from pgnn.cli import main as cli_main
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import Label, read_labels, read_split, write_labels
-from pgnn.eval import (
+from pgnn.eval.kitti import (
     CLASSES,
     DIFFICULTIES,
     ap_from_curves,
     evaluate,
     evaluate_dirs,
-    format_table,
+    ignored_ground_truth,
     labels_to_arrays,
     pr_curves,
-    write_curves,
 )
-from pgnn.eval.kitti import ignored_ground_truth
 from pgnn.eval.matching import score_thresholds
+from pgnn.eval.report import format_table, write_curves
 
 Frames = list[list[Label]]
 BOX_METRICS = ("bbox", "bev", "3d")

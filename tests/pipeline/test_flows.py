@@ -30,7 +30,7 @@ from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_setti
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 from prefect.testing.utilities import prefect_test_harness
 
-import pgnn.pipeline.steps
+import pgnn.graphs.records
 from flows.pipeline import (
     PREPROCESS_STAGES,
     ShardBuildError,
@@ -261,7 +261,7 @@ def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
     (prepared / "val" / "shard-0000.parquet").unlink()  # missing upstream; its rebuild has the same bytes
     failing_frame = read_manifest(ref_root / "data" / "graphs" / "val")["shards"][1]["frames"][0]
     attempts = []
-    real_graph_record = pgnn.pipeline.steps.graph_record
+    real_graph_record = pgnn.graphs.records.graph_record
 
     def flaky_graph_record(frame, *args, **kwargs):
         if frame.frame_id == failing_frame:
@@ -269,7 +269,7 @@ def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
             raise OSError(f"injected failure on frame {frame.frame_id}")
         return real_graph_record(frame, *args, **kwargs)
 
-    monkeypatch.setattr(pgnn.pipeline.steps, "graph_record", flaky_graph_record)
+    monkeypatch.setattr(pgnn.graphs.records, "graph_record", flaky_graph_record)
     caplog.set_level(logging.INFO, logger="prefect")
     before = stamps(root)
     caplog.clear()
@@ -293,7 +293,7 @@ def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
         m.startswith("graphs@val: shard-0001.npz failed after retries") and "injected" in m for m in log
     )
 
-    monkeypatch.setattr(pgnn.pipeline.steps, "graph_record", real_graph_record)
+    monkeypatch.setattr(pgnn.graphs.records, "graph_record", real_graph_record)
     caplog.clear()
     summary = run_preprocess(root)
     log = [r.getMessage() for r in caplog.records]
@@ -355,9 +355,11 @@ def test_dask_runner_on_a_local_cluster(reference, tmp_path):
 
 
 def test_flow_outputs_are_the_bytes_of_the_dvc_stage_functions(reference, tmp_path):
-    """The DVC stages (stages/*.py) call pgnn.pipeline.steps directly: same files, manifests included."""
+    """The DVC stages (stages/*.py) call the pgnn.pipeline.steps modules: same files, manifests included."""
     from pgnn.config.presets import resolve
-    from pgnn.pipeline.steps import graphs_step, gt_db_step, prepare_step
+    from pgnn.pipeline.steps.graphs import graphs_step
+    from pgnn.pipeline.steps.gt_db import gt_db_step
+    from pgnn.pipeline.steps.prepare import prepare_step
 
     ref_root, ref_digest = reference
     root = copy_inputs(ref_root, tmp_path / "dvc")

@@ -28,16 +28,17 @@ from pgnn.core.shards import run_plan
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_db import GtDatabase, GtSampleConfig, build_gt_db, read_gt_db
 from pgnn.data.kitti import Frame, labels_to_boxes
-from pgnn.data.prepare import prepare_plan, read_prepared_dir
-from pgnn.pipeline.steps import graph_record, gt_db_step, train_augments, train_records, train_run_key
+from pgnn.data.prepare import PreparedFrames, prepare_plan, read_prepared_dir
+from pgnn.graphs.records import graph_record
+from pgnn.pipeline.steps.gt_db import gt_db_step
 from pgnn.training.dataset import (
     AugmentedRecords,
-    PreparedFrames,
     augment_rng,
     augmented_record,
     point_columns,
 )
 from pgnn.training.loop import RecordDataset, micro_batch_plan
+from pgnn.training.source import train_augments, train_records, train_run_key
 
 FRAMES = ("000000", "000001", "000002")
 RECIPE = PRESETS["car_T3"]
@@ -325,7 +326,7 @@ def test_params_sections_resolve_to_augment_and_gt_sampling() -> None:
 
 
 def test_train_records_and_run_key_follow_the_augmentation(prepared: Path, tmp_path: Path) -> None:
-    from pgnn.pipeline.steps import graphs_step
+    from pgnn.pipeline.steps.graphs import graphs_step
 
     graphs = tmp_path / "graphs"
     plain = resolve(Params(preset="car_T3", augment={"enabled": False}))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import torch
-from test_train import (
+from test_loop import (
     CHILD_SCRIPT,
     LOSS,
     META,

@@ -1,6 +1,7 @@
 """Painted points end to end on the real painted KITTI frames (``kitti_sample/training/painted_lidar``,
 000000-000005): load with ``painted=True``, prepare, cache graphs with ``is`` features (reflectance + 4
-PointPainting scores), train a tiny model through ``pgnn.pipeline.steps.train_step`` on samples augmented on
+PointPainting scores), train a tiny model through ``pgnn.pipeline.steps.train.train_step`` on samples
+augmented on
 the fly
 (the painted_car_T3 recipe's original augmentation), resume it exactly, and predict with it.
 
@@ -52,7 +53,7 @@ def recipe(**train: object) -> object:
 @pytest.fixture(scope="module")
 def pipeline(kitti_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Prepared painted frames and their cached training graphs."""
-    from pgnn.pipeline.steps import graphs_step
+    from pgnn.pipeline.steps.graphs import graphs_step
 
     root = tmp_path_factory.mktemp("painted")
     prepared = root / "prepared" / "train"
@@ -106,7 +107,7 @@ def test_augmented_painted_samples_carry_scores(pipeline: dict[str, Path]) -> No
 
 
 def _train(r: object, pipeline: dict[str, Path], name: str) -> Path:
-    from pgnn.pipeline.steps import train_step
+    from pgnn.pipeline.steps.train import train_step
 
     out = pipeline["root"] / name
     return train_step(

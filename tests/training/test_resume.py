@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import torch
-from test_train import (
+from test_loop import (
     CHILD_SCRIPT,
     LOSS,
     META,

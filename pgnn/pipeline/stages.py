@@ -1,0 +1,263 @@
+"""The stage table: the one place where the pipeline's stages, their paths, params and outputs are written.
+
+Everything else reads it: ``dvc.yaml`` is generated from it (``pgnn dvc-yaml``; a test fails when the
+committed file differs), the thin scripts in ``stages/`` run a stage by name (:func:`run_stage`), the Prefect
+flows (``flows/``) and the CLI take their paths from :class:`Layout`, and the code versions in shard
+manifests come from each stage's ``shard_code``::
+
+    synth -> prepare@{train,val} -+-> gt_db ------------+-> train -> predict -> evaluate
+                                  +-> graphs@{train,val} +
+
+A stage's *entry* is a module of :mod:`pgnn.pipeline.steps` with ``run(params, layout, item)``. Its code deps
+in ``dvc.yaml`` are exactly the static import closure of the stage script and the entry
+(:func:`code_deps`), so editing a module reruns exactly the stages that import it.
+
+To add a stage: write ``pgnn/pipeline/steps/<name>.py`` with ``run``, add a :class:`Stage` below (paths go
+in :data:`PATHS`), add ``stages/<name>.py`` (two lines, as the others), run ``pgnn dvc-yaml`` and commit.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pgnn.core.imports import PACKAGE_ROOT, closure_files
+
+SPLITS: tuple[str, ...] = ("train", "val")
+
+PATHS: dict[str, str] = {
+    "synthetic": "data/synthetic",
+    "prepared": "data/prepared/{item}",
+    "gt_db": "data/gt_db/gt_db.parquet",
+    "graphs": "data/graphs/{item}",
+    "checkpoints": "models/checkpoints",
+    "model": "models/model.pt",
+    "live": "dvclive/train",
+    "live_plots": "dvclive/train/plots/metrics",
+    "train_metrics": "metrics/train.json",
+    "predictions": "data/predictions/{item}",
+    "timings": "metrics/predict.json",
+    "eval_metrics": "metrics/eval.json",
+    "curves": "plots/pr",
+}
+"""Every artifact path, relative to the project root; ``{item}`` is the split of a ``foreach`` stage."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The artifact paths of one project root (the :data:`PATHS` table, made absolute)."""
+
+    root: Path
+
+    def path(self, name: str, item: str | None = None) -> Path:
+        """The path of artifact ``name`` (``item``: the split, for per-split artifacts)."""
+        template = PATHS[name]
+        if "{item}" in template and item is None:
+            raise ValueError(f"artifact {name!r} is per split: give the split")
+        return self.root / template.format(item=item)
+
+    @property
+    def synthetic(self) -> Path:
+        return self.path("synthetic")
+
+    def prepared(self, split: str) -> Path:
+        return self.path("prepared", split)
+
+    def graphs(self, split: str) -> Path:
+        return self.path("graphs", split)
+
+    def predictions(self, split: str) -> Path:
+        return self.path("predictions", split)
+
+    @property
+    def gt_db(self) -> Path:
+        return self.path("gt_db")
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path("checkpoints")
+
+    @property
+    def model(self) -> Path:
+        return self.path("model")
+
+    @property
+    def live(self) -> Path:
+        return self.path("live")
+
+    @property
+    def train_metrics(self) -> Path:
+        return self.path("train_metrics")
+
+    @property
+    def predict_metrics(self) -> Path:
+        return self.path("timings")
+
+    @property
+    def eval_metrics(self) -> Path:
+        return self.path("eval_metrics")
+
+    @property
+    def curves(self) -> Path:
+        return self.path("curves")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a stage: an artifact of :data:`PATHS` and how DVC treats it.
+
+    ``kind``: ``out`` (cached), ``metric`` or ``plot``; ``persist``: kept when the stage reruns (a killed
+    run resumes from it); ``cache``: whether DVC caches it; ``plot``: the plot's options (``x``, ``y``).
+    """
+
+    artifact: str
+    kind: Literal["out", "metric", "plot"] = "out"
+    persist: bool = False
+    cache: bool = True
+    plot: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage.
+
+    ``deps`` are artifacts of :data:`PATHS` (``name`` or ``name:split``; ``{item}`` inside is the stage's
+    split) or literal paths with ``${...}`` params templating (``${data.root}``). ``params`` are the
+    params.yaml keys the stage's outputs depend on. ``shard_code`` lists the modules whose import closure
+    is the code version written in the stage's shard manifests (what forces a shard to be rebuilt).
+    """
+
+    name: str
+    entry: str
+    doc: str
+    params: tuple[str, ...]
+    outs: tuple[Output, ...]
+    deps: tuple[str, ...] = ()
+    foreach: tuple[str, ...] | None = None
+    shard_code: tuple[str, ...] = field(default=())
+
+    @property
+    def script(self) -> str:
+        return f"stages/{self.name}.py"
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "synth",
+        "pgnn.pipeline.steps.synth",
+        "the built-in synthetic KITTI root",
+        params=("synthetic",),
+        outs=(Output("synthetic"),),
+    ),
+    Stage(
+        "prepare",
+        "pgnn.pipeline.steps.prepare",
+        "FOV-cropped points, features and labels of one split (parquet shards)",
+        params=("data",),
+        deps=("${data.root}",),
+        outs=(Output("prepared", persist=True),),
+        foreach=SPLITS,
+        shard_code=("pgnn.data.prepare",),
+    ),
+    Stage(
+        "gt_db",
+        "pgnn.pipeline.steps.gt_db",
+        "object point crops of the train split (ground-truth sampling database)",
+        params=(),
+        deps=("prepared:train",),
+        outs=(Output("gt_db"),),
+    ),
+    Stage(
+        "graphs",
+        "pgnn.pipeline.steps.graphs",
+        "graphs, input features and vertex targets of one split (npz shards)",
+        params=("preset", "graph", "targets", "data.frames_per_shard", "data.workers"),
+        deps=("prepared:{item}",),
+        outs=(Output("graphs", persist=True),),
+        foreach=SPLITS,
+        shard_code=("pgnn.graphs.records", "pgnn.graphs.cache"),
+    ),
+    Stage(
+        "train",
+        "pgnn.pipeline.steps.train",
+        "train (resumable checkpoints) and export the model",
+        params=("preset", "graph", "targets", "model", "train", "loss", "augment", "gt_sampling"),
+        deps=("graphs:train", "prepared:train", "gt_db"),
+        outs=(
+            Output("checkpoints", persist=True),
+            Output("model"),
+            Output("train_metrics", kind="metric", cache=False),
+            Output("live_plots", kind="plot", cache=False, persist=True, plot=(("x", "step"),)),
+        ),
+    ),
+    Stage(
+        "predict",
+        "pgnn.pipeline.steps.predict",
+        "KITTI result files of the val split from the cached runtime graphs",
+        params=("preset", "postprocess"),
+        deps=("model", "graphs:val", "prepared:val"),
+        outs=(Output("predictions", persist=False), Output("timings", kind="metric", cache=False)),
+        foreach=None,
+    ),
+    Stage(
+        "evaluate",
+        "pgnn.pipeline.steps.evaluate",
+        "official KITTI AP of the val predictions, PR curves",
+        params=("eval", "preset", "targets.label_method"),
+        deps=("predictions:val", "prepared:val"),
+        outs=(
+            Output("eval_metrics", kind="metric", cache=False),
+            Output("curves", kind="plot", cache=False, plot=(("x", "recall"), ("y", "moderate"))),
+        ),
+    ),
+)
+
+STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
+RUNNER_MODULE = "pgnn.pipeline.stages"
+
+
+def stage(name: str) -> Stage:
+    """The stage called ``name`` (a clear error listing the stages otherwise)."""
+    if name not in STAGE_BY_NAME:
+        raise ValueError(f"unknown stage {name!r}; expected one of {[s.name for s in STAGES]}")
+    return STAGE_BY_NAME[name]
+
+
+def artifact_path(ref: str, item: str | None) -> str:
+    """A dep or out reference as a path relative to the root: ``name``, ``name:split``, ``name:{item}``
+    (the stage's split) or a literal path."""
+    name, _, split = ref.partition(":")
+    if name not in PATHS:
+        return ref
+    if split == "{item}":
+        split = item or ""
+    return PATHS[name].format(item=split or item)
+
+
+def code_deps(s: Stage, root: Path = PACKAGE_ROOT) -> tuple[str, ...]:
+    """The stage's code deps: its script, ``stages/_common.py`` and the import closure of the runner
+    (this module) and the entry, relative to ``root``."""
+    return (s.script, "stages/_common.py", *closure_files([RUNNER_MODULE, s.entry], root))
+
+
+def run_stage(name: str, argv: Sequence[str], root: Path) -> None:
+    """Run stage ``name`` on the project at ``root``: load params.yaml, call ``<entry>.run``.
+
+    ``argv`` holds the split of a ``foreach`` stage (``prepare train``) and nothing otherwise.
+    """
+    from pgnn.config.params import load_params
+
+    s = stage(name)
+    if s.foreach is not None:
+        if len(argv) != 1 or argv[0] not in s.foreach:
+            raise SystemExit(f"usage: python {s.script} {{{','.join(s.foreach)}}}")
+        item: str | None = argv[0]
+    elif argv:
+        raise SystemExit(f"usage: python {s.script} (no arguments)")
+    else:
+        item = None
+    params = load_params(root / "params.yaml")
+    importlib.import_module(s.entry).run(params, Layout(root), item)

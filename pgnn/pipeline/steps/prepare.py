@@ -1,0 +1,36 @@
+"""Stage ``prepare@<split>``: FOV crop, features and labels of one split into parquet shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pgnn.config.params import DataConfig, Params
+from pgnn.core.shards import ShardPlan, run_plan
+from pgnn.data.kitti import frame_ids
+from pgnn.data.prepare import prepare_plan as plan_frames
+from pgnn.pipeline.stages import Layout, stage
+
+
+def prepare_plan(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> ShardPlan:
+    """The shard plan of the prepare step of one split (see :class:`pgnn.core.shards.ShardPlan`)."""
+    root = root_dir / data.root
+    ids = frame_ids(root, data.split_name(which), painted=data.painted)
+    return plan_frames(
+        root,
+        ids,
+        out_dir,
+        painted=data.painted,
+        frames_per_shard=data.frames_per_shard,
+        code_modules=stage("prepare").shard_code,
+    )
+
+
+def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> dict[str, Any]:
+    """FOV crop + features + labels of one split into parquet shards (missing or stale shards only)."""
+    return run_plan(prepare_plan(data, which, out_dir, root_dir), workers=data.workers)
+
+
+def run(params: Params, layout: Layout, item: str | None) -> None:
+    assert item is not None
+    prepare_step(params.data, item, layout.prepared(item), root_dir=layout.root)

@@ -1,0 +1,18 @@
+"""Stage ``synth``: write the built-in synthetic KITTI root (deterministic per seed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgnn.config.params import Params, SyntheticConfig
+from pgnn.data.synthetic import generate_dataset
+from pgnn.pipeline.stages import Layout
+
+
+def synth_step(cfg: SyntheticConfig, out_dir: Path) -> None:
+    """Write the synthetic KITTI root of ``cfg`` to ``out_dir``."""
+    generate_dataset(out_dir, cfg.frames, cfg.seed, cfg.val_fraction)
+
+
+def run(params: Params, layout: Layout, item: str | None) -> None:
+    synth_step(params.synthetic, layout.synthetic)

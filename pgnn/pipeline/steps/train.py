@@ -1,0 +1,79 @@
+"""Stage ``train``: train (resuming a killed run of the same params) and export the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from pgnn.config.params import Params
+from pgnn.config.presets import Recipe, resolve
+from pgnn.core.io import write_json_atomic
+from pgnn.nn.checkpoint import export_model, latest_checkpoint
+from pgnn.pipeline.stages import Layout
+from pgnn.training.loop import train
+from pgnn.training.source import train_augments, train_records, train_run_key
+
+
+def train_step(
+    recipe: Recipe,
+    graphs_dir: Path,
+    ckpt_root: Path,
+    model_path: Path,
+    live_dir: Path,
+    metrics_path: Path,
+    *,
+    prepared_dir: Path | None = None,
+    gt_db_path: Path | None = None,
+) -> Path:
+    """Train (resuming a killed run of the same params); export the model.
+
+    The samples are the cached training graphs or, when the recipe augments (``augment.steps`` or
+    ``gt_sampling``), rebuilt every epoch from ``prepared_dir`` (and ``gt_db_path``):
+    :func:`pgnn.training.source.train_records`.
+    """
+    torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
+    records = train_records(recipe, graphs_dir, prepared_dir, gt_db_path)
+    meta = {
+        "input_frame": "rect",
+        "graph_preset": recipe.runtime_graph_name,
+        "encoding": recipe.targets.encoding,
+        "label_method": recipe.targets.label_method,
+        "input_features": recipe.targets.input_features,
+        "runtime_graph": recipe.runtime_graph.model_dump(mode="json"),
+        "postprocess": recipe.postprocess.model_dump(mode="json"),
+    }
+    key = train_run_key(recipe, graphs_dir, meta, prepared_dir, gt_db_path)
+    ckpt_dir = ckpt_root / key
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 touches files
+    if main_rank and ckpt_root.exists():
+        for old in ckpt_root.iterdir():
+            if old.name != key:
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+    if main_rank and latest_checkpoint(ckpt_dir) is None and live_dir.exists():
+        shutil.rmtree(live_dir)  # a fresh run: no stale curves from another run's params
+    source = "augmented on the fly" if train_augments(recipe) else "cached graphs"
+    print(f"train: run {key} ({len(records)} frames, {source}), checkpoints in {ckpt_dir}")
+    final = train(records, recipe.model, recipe.train, recipe.loss, ckpt_dir, live_dir=live_dir, meta=meta)
+    if not main_rank:
+        return model_path
+    export_model(final, model_path)
+    summary = live_dir / "metrics.json"
+    write_json_atomic(metrics_path, json.loads(summary.read_text()) if summary.exists() else {})
+    return model_path
+
+
+def run(params: Params, layout: Layout, item: str | None) -> None:
+    train_step(
+        resolve(params),
+        layout.graphs("train"),
+        layout.checkpoints,
+        layout.model,
+        layout.live,
+        layout.train_metrics,
+        prepared_dir=layout.prepared("train"),
+        gt_db_path=layout.gt_db,
+    )

@@ -1,0 +1,84 @@
+"""What a training run trains on and what names it: the record source (the cached graphs, or samples rebuilt
+every epoch) and the run key that names a run's checkpoint folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pgnn.config.presets import Recipe
+from pgnn.config.training import RESUMABLE_CHANGES
+from pgnn.core.io import sha256_file
+from pgnn.core.shards import read_manifest, stable_hash
+from pgnn.graphs.cache import GraphCache
+from pgnn.training.dataset import AugmentedRecords
+
+
+def train_augments(recipe: Recipe) -> bool:
+    """Whether training rebuilds its samples every epoch (augmentation steps or ground-truth sampling) instead
+    of reading the cached graphs."""
+    return bool(recipe.augment.steps) or recipe.gt_sampling is not None
+
+
+def train_records(
+    recipe: Recipe, graphs_dir: Path, prepared_dir: Path | None = None, gt_db_path: Path | None = None
+) -> GraphCache | AugmentedRecords:
+    """The training record source: the graph cache, or, when the recipe augments, samples rebuilt on the fly
+    from the prepared frames (and the ground-truth database) by :class:`AugmentedRecords`, seeded by
+    ``train.seed``."""
+    if not train_augments(recipe):
+        return GraphCache(graphs_dir)
+    if prepared_dir is None or (recipe.gt_sampling is not None and gt_db_path is None):
+        raise ValueError(
+            "training with augmentation or gt_sampling needs prepared_dir (data/prepared/train) and, for "
+            "gt_sampling, gt_db_path (data/gt_db/gt_db.parquet)"
+        )
+    return AugmentedRecords(
+        prepared_dir,
+        recipe.graph,
+        recipe.targets,
+        recipe.augment,
+        seed=recipe.train.seed,
+        gt_sampling=recipe.gt_sampling,
+        gt_db=gt_db_path if recipe.gt_sampling is not None else None,
+    )
+
+
+def train_run_key(
+    recipe: Recipe,
+    graphs_dir: Path,
+    meta: dict[str, Any],
+    prepared_dir: Path | None = None,
+    gt_db_path: Path | None = None,
+) -> str:
+    """What a training run's result depends on: model, loss, data and the train settings that change it.
+
+    Checkpoints live under ``<ckpt_root>/<key>/``: a killed run with the same key resumes, a changed param
+    starts a fresh run (instead of resuming someone else's checkpoints). When the recipe augments, the data
+    are the prepared frames, the database's bytes (with gt_sampling), the graph and targets settings and the
+    augmentation and sampling configs; otherwise the cached graphs' shard keys (which hold the graph and
+    targets settings).
+    """
+    manifest = read_manifest(graphs_dir) or {}
+    train = {k: v for k, v in recipe.train.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
+    data: Any = [e.get("key") for e in manifest.get("shards", [])]
+    if train_augments(recipe):
+        prepared = (read_manifest(prepared_dir) or {}) if prepared_dir is not None else {}
+        with_db = recipe.gt_sampling is not None and gt_db_path is not None and Path(gt_db_path).exists()
+        data = {
+            "prepared": [e.get("key") for e in prepared.get("shards", [])],
+            "gt_db": sha256_file(gt_db_path) if with_db else None,
+            "graph": recipe.graph.model_dump(mode="json"),
+            "targets": recipe.targets.model_dump(mode="json"),
+            "augment": recipe.augment.model_dump(mode="json"),
+            "gt_sampling": None if recipe.gt_sampling is None else recipe.gt_sampling.model_dump(mode="json"),
+        }
+    return stable_hash(
+        {
+            "model": recipe.model.model_dump(mode="json"),
+            "loss": recipe.loss.model_dump(mode="json"),
+            "train": train,
+            "meta": meta,
+            "data": data,
+        }
+    )[:16]

@@ -1,0 +1,113 @@
+"""pgnn/core/imports.py: the static import closure (lazy and relative imports, packages) on a toy package,
+and the no-cycle rule on pgnn itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgnn.core.imports import PACKAGE_ROOT, closure, closure_files, direct_imports, module_path, third_party
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def toy(root: Path) -> Path:
+    write(root, "pgnn/__init__.py", "")
+    write(root, "pgnn/a/__init__.py", "")
+    write(root, "pgnn/a/top.py", "import numpy\n\ndef f():\n    from pgnn.a import lazy  # lazy\n")
+    write(root, "pgnn/a/lazy.py", "from . import rel\nfrom .rel import X\n")
+    write(root, "pgnn/a/rel.py", "import torch.nn as nn\nX = 1\n")
+    write(root, "pgnn/b/__init__.py", "")
+    write(root, "pgnn/b/unused.py", "import pgnn.a.top\n")
+    return root
+
+
+def test_closure_follows_lazy_and_relative_imports_and_parent_packages(tmp_path: Path) -> None:
+    root = toy(tmp_path)
+    assert direct_imports("pgnn.a.top", root) == {"pgnn.a", "pgnn.a.lazy"}
+    assert direct_imports("pgnn.a.lazy", root) == {"pgnn.a", "pgnn.a.rel"}
+    assert closure(["pgnn.a.top"], root) == ("pgnn", "pgnn.a", "pgnn.a.lazy", "pgnn.a.rel", "pgnn.a.top")
+    assert closure_files(["pgnn.a.top"], root) == (
+        "pgnn/__init__.py",
+        "pgnn/a/__init__.py",
+        "pgnn/a/lazy.py",
+        "pgnn/a/rel.py",
+        "pgnn/a/top.py",
+    )
+    assert "pgnn/b/unused.py" not in closure_files(["pgnn.a.top"], root)  # importers are not imports
+    assert third_party(["pgnn.a.top"], root) == {"numpy", "torch"}
+
+
+def test_unknown_module_is_an_error(tmp_path: Path) -> None:
+    root = toy(tmp_path)
+    assert module_path("pgnn.a.missing", root) is None
+    try:
+        closure(["pgnn.a.missing"], root)
+    except ImportError as e:
+        assert "pgnn.a.missing" in str(e)
+    else:
+        raise AssertionError("expected ImportError")
+
+
+def all_modules() -> list[str]:
+    out = []
+    for p in (PACKAGE_ROOT / "pgnn").rglob("*.py"):
+        m = ".".join(p.relative_to(PACKAGE_ROOT).with_suffix("").parts)
+        out.append(m.removesuffix(".__init__"))
+    return sorted(out)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components with more than one module (import cycles)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_strongly_connected_finds_a_cycle() -> None:
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_pgnn_has_no_import_cycles() -> None:
+    """No module imports (eagerly or lazily) a module that imports it back; package __init__ files import
+    nothing of their own package."""
+    modules = all_modules()
+    graph = {m: set(direct_imports(m)) for m in modules}
+    assert len(modules) > 50
+    assert strongly_connected(graph) == []
+
+
+def test_no_module_over_500_lines() -> None:
+    sizes = {m: len(module_path(m).read_text().splitlines()) for m in all_modules()}
+    assert {m: n for m, n in sizes.items() if n > 500} == {}
