@@ -341,8 +341,10 @@ def _table_entries(table: bytes, source: Path) -> Iterator[tuple[bytes, bytes]]:
             f"expected the table magic number {TABLE_MAGIC:#018x} in the last 8 bytes, got {magic:#018x} "
             "(truncated, or not a TensorFlow checkpoint index)",
         )
-    _meta_offset, _meta_size, pos = _block_handle(footer, 0, source, "the footer")
+    meta_offset, meta_size, pos = _block_handle(footer, 0, source, "the footer")
     index_offset, index_size, _ = _block_handle(footer, pos, source, "the footer")
+    # The metaindex block (filters; TF writes none) is only checked.
+    _read_block(table, meta_offset, meta_size, source, "the metaindex block")
     index_block = _read_block(table, index_offset, index_size, source, "the index block")
     for n, (_separator, handle) in enumerate(_block_entries(index_block, source, "the index block")):
         what = f"data block {n}"
