@@ -1,4 +1,7 @@
-"""``pgnn import-weights REFERENCE.npz OUT.pt [--config CONFIG.json]``: convert the authors' weights."""
+"""``pgnn import-weights WEIGHTS OUT.pt [--config CONFIG.json]``: convert the authors' weights.
+
+``WEIGHTS`` is an npz of the TF variables or a TF checkpoint prefix (``.../model-1400000``, read directly).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +10,17 @@ import json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("weights", help="npz of the TF checkpoint's variables (e.g. car_auto_T1_train.npz)")
+    parser.add_argument(
+        "weights",
+        help="npz of the TF checkpoint's variables (e.g. car_auto_T1_train.npz), or the TF checkpoint prefix "
+        "itself (e.g. checkpoints/car_auto_T1_train/model-1400000, with its .index and .data-* files)",
+    )
     parser.add_argument("out", help="checkpoint file to write (.pt)")
     parser.add_argument(
         "--config",
         default=None,
-        help="the original model config (JSON); default: <stem>_config.json beside the npz",
+        help="the original model config (JSON); default: <stem>_config.json beside the npz, or the file "
+        "'config' beside the checkpoint",
     )
     parser.add_argument(
         "--graph-preset",

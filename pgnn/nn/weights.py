@@ -1,7 +1,10 @@
-"""Import the authors' released Point-GNN weights (TF/slim variables saved as an npz) into a pgnn checkpoint.
+"""Import the authors' released Point-GNN weights (TF/slim variables) into a pgnn checkpoint.
 
-The npz holds one array per TF variable, keyed by its name
-(``layer2/extract_vertex_features/fully_connected_1/weights``), plus the global step ``Variable``. slim's
+The weights come as an npz with one array per TF variable, keyed by its name
+(``layer2/extract_vertex_features/fully_connected_1/weights``), plus the global step ``Variable``; or as the
+TF checkpoint itself (``model-1400000.index`` + ``.data-*``, read by ``pgnn.nn.tf_checkpoint``), which holds
+the
+same arrays under the same names (optimizer slots, if any, are skipped). slim's
 ``fully_connected`` computes ``y = x W + b`` with ``W`` of shape [in, out]; ``nn.Linear`` stores [out, in], so
 weights are transposed. Within one variable scope slim names its layers ``fully_connected``,
 ``fully_connected_1``, ... in creation order:
@@ -253,10 +256,45 @@ def model_config_from_original(config: Mapping[str, Any], *, source: str | Path 
         ) from e
 
 
-def default_config_path(npz_path: str | Path) -> Path:
-    """``<stem>_config.json`` beside the npz (car_auto_T1_train.npz -> car_auto_T1_train_config.json)."""
-    npz_path = Path(npz_path)
-    return npz_path.with_name(f"{npz_path.stem}_config.json")
+def default_config_path(weights_path: str | Path) -> Path:
+    """The original config that goes with the weights.
+
+    For an npz, ``<stem>_config.json`` beside it (car_auto_T1_train.npz -> car_auto_T1_train_config.json);
+    for a TF checkpoint prefix, ``config`` in its folder (the original keeps ``checkpoints/<name>/config``).
+    """
+    from pgnn.nn.tf_checkpoint import checkpoint_prefix
+
+    prefix = checkpoint_prefix(weights_path)
+    if prefix is not None:
+        return prefix.parent / "config"
+    weights_path = Path(weights_path)
+    return weights_path.with_name(f"{weights_path.stem}_config.json")
+
+
+def load_released_variables(weights_path: str | Path) -> tuple[dict[str, np.ndarray], Path]:
+    """The TF variables of an npz or of a TF checkpoint prefix, and the file to name in errors about them.
+
+    From a checkpoint, optimizer state (``<var>/Momentum``, Adam's moments, ...) is skipped, and a global step
+    saved as ``global_step`` is returned as ``Variable``, the name the original uses.
+    """
+    from pgnn.nn.tf_checkpoint import checkpoint_prefix, index_path, is_optimizer_state, read_tf_checkpoint
+
+    prefix = checkpoint_prefix(weights_path)
+    if prefix is not None:
+        variables = read_tf_checkpoint(prefix, keep=lambda name: not is_optimizer_state(name))
+        if GLOBAL_STEP_VARIABLE not in variables and "global_step" in variables:
+            variables[GLOBAL_STEP_VARIABLE] = variables.pop("global_step")
+        return variables, index_path(prefix)
+    npz_path = Path(weights_path)
+    try:
+        with np.load(npz_path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}, npz_path
+    except FileNotFoundError as e:
+        raise DataError(
+            npz_path, "expected a weights npz or a TF checkpoint prefix (PREFIX.index), got no such file"
+        ) from e
+    except (OSError, ValueError) as e:
+        raise DataError(npz_path, f"expected a weights npz, got {e}") from e
 
 
 def load_original_config(path: str | Path) -> dict[str, Any]:
@@ -274,9 +312,12 @@ def load_original_config(path: str | Path) -> dict[str, Any]:
 
 
 def checkpoint_from_released_weights(
-    npz_path: str | Path, config_path: str | Path | None = None, *, graph_preset: str | None = None
+    weights_path: str | Path, config_path: str | Path | None = None, *, graph_preset: str | None = None
 ) -> dict[str, Any]:
-    """Build a pgnn checkpoint (see ``pgnn.nn.checkpoint``) from the authors' weights npz and their config.
+    """Build a pgnn checkpoint (see ``pgnn.nn.checkpoint``) from the authors' weights and their config.
+
+    ``weights_path`` is an npz of the TF variables or a TF checkpoint prefix (see
+    ``load_released_variables``).
 
     The weights expect points in the original's camera-2 rectified frame (``input_frame = "cam2"``). The step
     is the checkpoint's global step. The original config is kept verbatim under ``original_config`` (its
@@ -285,21 +326,15 @@ def checkpoint_from_released_weights(
     from pgnn.nn.checkpoint import CHECKPOINT_FORMAT
     from pgnn.nn.model import PointGNN
 
-    npz_path = Path(npz_path)
-    config_path = Path(config_path) if config_path is not None else default_config_path(npz_path)
+    weights_path = Path(weights_path)
+    config_path = Path(config_path) if config_path is not None else default_config_path(weights_path)
     original = load_original_config(config_path)
     cfg = model_config_from_original(original, source=config_path)
-    try:
-        with np.load(npz_path) as npz:
-            variables = {k: npz[k] for k in npz.files}
-    except FileNotFoundError as e:
-        raise DataError(npz_path, "expected a weights npz, got no such file") from e
-    except (OSError, ValueError) as e:
-        raise DataError(npz_path, f"expected a weights npz, got {e}") from e
+    variables, source = load_released_variables(weights_path)
 
     model = PointGNN(cfg)
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    state = state_dict_from_tf(variables, cfg, shapes, source=npz_path)
+    state = state_dict_from_tf(variables, cfg, shapes, source=source)
     model.load_state_dict(state, strict=True)
     step = int(variables[GLOBAL_STEP_VARIABLE]) if GLOBAL_STEP_VARIABLE in variables else 0
     label_method = str(original.get("label_method", ""))
@@ -315,6 +350,6 @@ def checkpoint_from_released_weights(
         "label_method": label_method,
         "input_features": str(original["input_features"]),
         "step": step,
-        "source": {"weights": npz_path.name, "config": config_path.name},
+        "source": {"weights": weights_path.name, "config": config_path.name},
         "original_config": original,
     }
