@@ -31,13 +31,14 @@ from pgnn.data.kitti import Frame, labels_to_boxes
 from pgnn.data.prepare import PreparedFrames, prepare_plan, read_prepared_dir
 from pgnn.graphs.records import graph_record
 from pgnn.pipeline.steps.gt_db import gt_db_step
+from pgnn.training.batches import RecordDataset
 from pgnn.training.dataset import (
     AugmentedRecords,
     augment_rng,
     augmented_record,
     point_columns,
 )
-from pgnn.training.loop import RecordDataset, micro_batch_plan
+from pgnn.training.schedule import micro_batch_plan
 from pgnn.training.source import train_augments, train_records, train_run_key
 
 FRAMES = ("000000", "000001", "000002")

@@ -18,15 +18,15 @@ from scipy.spatial import cKDTree
 from pgnn.config.network import GNNLayerConfig, LossConfig, ModelConfig
 from pgnn.config.training import TrainConfig
 from pgnn.core.errors import DataError
-from pgnn.training.loop import (
-    collate_records,
+from pgnn.training.batches import collate_records
+from pgnn.training.loop import train
+from pgnn.training.schedule import (
     epoch_permutation,
     learning_rate,
     micro_batch_plan,
     rank_micro_batches,
     steps_per_epoch,
     total_steps,
-    train,
 )
 
 TINY_MODEL = ModelConfig(
@@ -99,9 +99,9 @@ import json, sys
 from pathlib import Path
 import numpy as np
 import torch
-from pgnn.nn.losses import LossConfig
-from pgnn.nn.model import ModelConfig
-from pgnn.training.loop import TrainConfig, train
+from pgnn.config.network import LossConfig, ModelConfig
+from pgnn.config.training import TrainConfig
+from pgnn.training.loop import train
 
 records = [dict(np.load(p)) for p in sorted(Path(sys.argv[1]).glob("*.npz"))]
 job = json.loads(Path(sys.argv[2]).read_text())

@@ -1,0 +1,121 @@
+"""What training logs: interval statistics (losses, vertex metrics, timings) to dvclive and the log."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pgnn.core.io import atomic_open
+from pgnn.training.distributed import Dist
+from pgnn.training.metrics import VertexMetricsAccumulator
+
+log = logging.getLogger(__name__)
+
+METRIC_BINS = 1000
+BOX_DIM_NAMES = ("x", "y", "z", "l", "h", "w", "ry")
+
+
+class IntervalStats:
+    """What one rank accumulates between two log points."""
+
+    def __init__(self, num_classes: int, box_dim: int) -> None:
+        self.num_classes, self.box_dim = num_classes, box_dim
+        self.steps = 0
+        self.data_terms = torch.zeros(2, dtype=torch.float64)  # this rank's (cls, loc) parts, summed
+        self.reg = 0.0  # sum over steps (the same on every rank)
+        self.grad_norm = 0.0  # sum over steps (the same on every rank: DDP has summed the gradients)
+        self.loc_class_dim = torch.zeros(num_classes, box_dim, dtype=torch.float64)
+        self.loc_class_count = torch.zeros(num_classes, dtype=torch.float64)
+        self.meter = VertexMetricsAccumulator.empty(num_classes, METRIC_BINS)
+        self.started = time.perf_counter()
+
+    def add_micro_batch(
+        self, terms: Mapping[str, torch.Tensor], logits: torch.Tensor, labels: torch.Tensor
+    ) -> None:
+        self.data_terms += torch.stack([terms["cls"].detach(), terms["loc"].detach()]).double().cpu()
+        self.loc_class_dim += terms["loc_class_dim"].double().cpu()
+        self.loc_class_count += terms["loc_class_count"].double().cpu()
+        probs = torch.softmax(logits.detach().float(), dim=1).cpu().numpy()
+        self.meter.update(labels.cpu().numpy(), probs)
+
+    def add_step(self, reg: float, grad_norm: float) -> None:
+        self.steps += 1
+        self.reg += reg
+        self.grad_norm += grad_norm
+
+    def reduce(self, dist: Dist) -> dict[str, float]:
+        """Sum over ranks; the metrics of the interval, by dvclive name."""
+        floats = torch.cat([self.data_terms, self.loc_class_dim.ravel(), self.loc_class_count])
+        floats = dist.all_reduce_sum(floats)
+        counts = dist.all_reduce_sum(torch.from_numpy(self.meter.to_array()))
+        c, d, n = self.num_classes, self.box_dim, max(self.steps, 1)
+        cls, loc = float(floats[0]) / n, float(floats[1]) / n
+        reg = self.reg / n
+        out = {"loss/total": cls + loc + reg, "loss/cls": cls, "loss/loc": loc, "loss/reg": reg}
+        out["grad_norm"] = self.grad_norm / n
+        loc_class_dim = floats[2 : 2 + c * d].reshape(c, d).numpy()
+        loc_class_count = floats[2 + c * d :].numpy()
+        meter = VertexMetricsAccumulator.from_array(counts.numpy(), c, METRIC_BINS).compute()
+        dims = BOX_DIM_NAMES if d == len(BOX_DIM_NAMES) else tuple(f"d{i}" for i in range(d))
+        for k in range(c):
+            for name in ("recall", "precision", "pr_auc"):
+                out[f"class_{k}/{name}"] = float(meter[name][k])
+            if loc_class_count[k] > 0:
+                per_dim = loc_class_dim[k] / loc_class_count[k]
+                out[f"class_{k}/loc_loss"] = float(per_dim.mean())
+                for name, value in zip(dims, per_dim, strict=True):
+                    out[f"class_{k}/loc_{name}"] = float(value)
+        out["time/sec_per_step"] = (time.perf_counter() - self.started) / n
+        return out
+
+
+def truncate_live_history(live_dir: Path, last_step: int) -> None:
+    """Drop the dvclive history rows after ``last_step`` (logged by a run killed after its checkpoint)."""
+    for tsv in (live_dir / "plots" / "metrics").rglob("*.tsv"):
+        with open(tsv, newline="") as f:
+            rows = list(csv.reader(f, delimiter="\t"))
+        if not rows or "step" not in rows[0]:
+            continue
+        col = rows[0].index("step")
+        kept = [rows[0]] + [r for r in rows[1:] if len(r) > col and int(r[col]) <= last_step]
+        if len(kept) != len(rows):
+            with atomic_open(tsv, "w") as f:
+                csv.writer(f, delimiter="\t", lineterminator=os.linesep).writerows(kept)
+
+
+def open_live(live_dir: Path, resume_step: int | None) -> Any:
+    from dvclive import Live
+
+    if resume_step is not None:
+        truncate_live_history(live_dir, resume_step)
+    return Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, resume=resume_step is not None)
+
+
+def log_interval(live: Any, step: int, last_step: int, values: Mapping[str, float]) -> None:
+    log.info(
+        "step %d/%d epoch %d lr %.4g loss %.4f (cls %.4f loc %.4f reg %.4f) %.2fs/step",
+        step,
+        last_step,
+        values["epoch"],
+        values["lr"],
+        values["loss/total"],
+        values["loss/cls"],
+        values["loss/loc"],
+        values["loss/reg"],
+        values["time/sec_per_step"],
+    )
+    if live is None:
+        return
+    live.step = step
+    for name, value in values.items():
+        if math.isfinite(value):
+            live.log_metric(name, value)
+    live.sync()
