@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,3 +43,19 @@ class PostprocessConfig(BaseModel):
                     f"{self.class_names[src]!r} and {self.class_names[dst]!r}"
                 )
         return self
+
+
+# NMS overlap threshold of the original's configs, per label method (``nms_overlapped_thres``).
+NMS_OVERLAP: Mapping[str, float] = {"Car": 0.01, "Pedestrian_and_Cyclist": 0.2, "yaw": 0.01}
+
+
+def class_fold(names: Sequence[str]) -> dict[int, int]:
+    """Each class id whose name repeats an earlier one (an object's vertical-yaw class) -> that first id."""
+    first: dict[str, int] = {}
+    fold: dict[int, int] = {}
+    for c, name in enumerate(names):
+        if name in first:
+            fold[c] = first[name]
+        else:
+            first[name] = c
+    return fold

@@ -24,14 +24,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
-from pgnn.config.inference import PostprocessConfig
+from pgnn.config.inference import NMS_OVERLAP, PostprocessConfig, class_fold
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_db import GtSampleConfig
 from pgnn.graphs.features import FEATURE_WIDTHS
-from pgnn.graphs.targets import num_classes
+from pgnn.graphs.targets import method_class_names, num_classes
 
 
 class Recipe(BaseModel):
@@ -80,36 +80,60 @@ def _car(model: str, input_features: str = "i") -> Recipe:
     )
 
 
+_SMALL = Recipe(
+    graph=GRAPH_PRESETS["car"],
+    graph_name="car",
+    runtime_graph=GRAPH_PRESETS["car_runtime"],
+    runtime_graph_name="car_runtime",
+    targets=TargetsConfig(label_method="Car", input_features="i"),
+    model=MODEL_PRESETS["small"],
+    train=TrainConfig(
+        optimizer="adam",
+        initial_lr=0.004,
+        decay_step=200,
+        decay_factor=0.5,
+        staircase=True,
+        batch_size=2,
+        max_steps=600,
+        max_epoch=None,
+        checkpoint_every=100,
+        keep_last=2,
+        log_every=20,
+        resample_graph=False,
+    ),
+    loss=LossConfig(
+        cls_loss_type="softmax",
+        cls_loss_weight=1.0,
+        loc_loss_weight=10.0,
+        regularizer_type=None,
+        regularizer_kwargs={},
+    ),
+)
+
+
+def _three_class(recipe: Recipe) -> Recipe:
+    """``recipe`` as one model for Car, Pedestrian and Cyclist: the ``yaw`` label method (8 classes: each
+    object class in two yaw bins, Background, DontCare), its post-processing and NMS overlap."""
+    names = method_class_names("yaw")
+    return recipe.model_copy(
+        update={
+            "targets": recipe.targets.model_copy(update={"label_method": "yaw"}),
+            "model": recipe.model.model_copy(update={"num_classes": len(names)}),
+            "postprocess": recipe.postprocess.model_copy(
+                update={
+                    "class_names": names,
+                    "class_fold": class_fold(names),
+                    "overlap_threshold": NMS_OVERLAP["yaw"],
+                }
+            ),
+        }
+    )
+
+
 PRESETS: Mapping[str, Recipe] = MappingProxyType(
     {
-        "small": Recipe(
-            graph=GRAPH_PRESETS["car"],
-            graph_name="car",
-            runtime_graph=GRAPH_PRESETS["car_runtime"],
-            runtime_graph_name="car_runtime",
-            targets=TargetsConfig(label_method="Car", input_features="i"),
-            model=MODEL_PRESETS["small"],
-            train=TrainConfig(
-                optimizer="adam",
-                initial_lr=0.004,
-                decay_step=200,
-                decay_factor=0.5,
-                staircase=True,
-                batch_size=2,
-                max_steps=600,
-                max_epoch=None,
-                checkpoint_every=100,
-                keep_last=2,
-                log_every=20,
-            ),
-            loss=LossConfig(
-                cls_loss_type="softmax",
-                cls_loss_weight=1.0,
-                loc_loss_weight=10.0,
-                regularizer_type=None,
-                regularizer_kwargs={},
-            ),
-        ),
+        "small": _SMALL,
+        "small_3class": _three_class(_SMALL),
         "car_T3": _car("car_T3"),
         "painted_car_T3": _car("painted_car_T3", input_features="is"),
         "ped_cyc_T3": Recipe(
@@ -182,6 +206,22 @@ def _gt_sampling(base: GtSampleConfig | None, section: Mapping[str, Any]) -> GtS
     return merged
 
 
+def _postprocess(base: PostprocessConfig, label_method: str, section: Mapping[str, Any]) -> PostprocessConfig:
+    """The preset's post-processing for ``label_method``: class names and folds follow the label method (a
+    Car preset switched to ``yaw`` post-processes Car, Pedestrian and Cyclist), and so does the original's NMS
+    overlap threshold unless the preset's method is the same; params.yaml's ``postprocess`` keys override."""
+    names = method_class_names(label_method)
+    if tuple(base.class_names) != names:
+        base = base.model_copy(
+            update={
+                "class_names": names,
+                "class_fold": class_fold(names),
+                "overlap_threshold": NMS_OVERLAP.get(label_method, base.overlap_threshold),
+            }
+        )
+    return _merge(base, section)
+
+
 def resolve(params: Params) -> Recipe:
     """The preset named by ``params.preset`` with the params sections' overrides applied."""
     if params.preset not in PRESETS:
@@ -204,7 +244,7 @@ def resolve(params: Params) -> Recipe:
             "model": model,
             "train": _merge(base.train, params.train),
             "loss": _merge(base.loss, params.loss),
-            "postprocess": _merge(base.postprocess, params.postprocess),
+            "postprocess": _postprocess(base.postprocess, targets.label_method, params.postprocess),
             "augment": _augment(base.augment, params.augment),
             "gt_sampling": _gt_sampling(base.gt_sampling, params.gt_sampling),
         }

@@ -174,6 +174,33 @@ class PreparedFrames:
         return frames[j]
 
 
+def prepared_label_types(folder: str | Path) -> dict[str, frozenset[str]]:
+    """The object types labelled in each frame of a prepared split, read from the shards' schema metadata
+    only (no points are loaded)."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise DataError(Path(folder) / "manifest.json", "expected a prepared split folder with a manifest")
+    out: dict[str, frozenset[str]] = {}
+    for entry in manifest["shards"]:
+        path = Path(folder) / entry["file"]
+        try:
+            md = pq.read_schema(path).metadata or {}
+        except (OSError, pa.ArrowInvalid) as e:
+            raise DataError(path, f"expected a parquet prepared shard: {e}") from e
+        if _META_KEY not in md:
+            raise DataError(path, "expected a pgnn prepared shard (schema metadata 'pgnn.frames' missing)")
+        for m in json.loads(md[_META_KEY]):
+            out[str(m["frame_id"])] = frozenset(lab["type"] for lab in m["labels"])
+    return out
+
+
+def frames_with_classes(label_types: dict[str, frozenset[str]], classes: Sequence[str]) -> list[str]:
+    """The frames holding at least one object of ``classes`` (the original's class splits: on KITTI's train
+    split, Car gives exactly ``train_car.txt``, Pedestrian + Cyclist ``train_pedestrian_cyclist.txt``)."""
+    wanted = set(classes)
+    return [fid for fid, types in label_types.items() if types & wanted]
+
+
 def read_prepared_dir(out_dir: str | Path) -> list[Frame]:
     """All frames of a prepared split folder, in manifest order (in memory; see :class:`PreparedFrames`)."""
     store = PreparedFrames(out_dir, max_cached_shards=1)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig
-from pgnn.config.inference import PostprocessConfig
+from pgnn.config.inference import NMS_OVERLAP, PostprocessConfig, class_fold
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import (
     Frame,
@@ -75,10 +75,6 @@ PAPER_MS: Mapping[str, float | None] = {
     "nms": 84.0,
     "total": 643.0,
 }
-
-# NMS overlap threshold of the original's configs, per label method (``nms_overlapped_thres``).
-NMS_OVERLAP: Mapping[str, float] = {"Car": 0.01, "Pedestrian_and_Cyclist": 0.2, "yaw": 0.01}
-
 
 # ----------------------------------------------------------------------------------------------------------
 # Settings derived from a checkpoint
@@ -143,13 +139,7 @@ def postprocess_config(meta: Mapping[str, Any], **overrides: Any) -> Postprocess
         names = method_class_names(method)
     except ValueError as e:
         raise DataError("<checkpoint>", f"expected a known label_method, got {method!r}") from e
-    first: dict[str, int] = {}
-    fold: dict[int, int] = {}
-    for c, name in enumerate(names):
-        if name in first:
-            fold[c] = first[name]
-        else:
-            first[name] = c
+    fold = class_fold(names)
     original = meta.get("original_config") or {}
     overlap = float(original.get("nms_overlapped_thres", NMS_OVERLAP.get(method, 0.01)))
     settings: dict[str, Any] = {

@@ -21,6 +21,28 @@ class RecordSource(Protocol):
     def __getitem__(self, i: int) -> Mapping[str, np.ndarray]: ...
 
 
+class SubsetSource:
+    """The records ``indices`` of a source, in that order (``set_epoch`` and ``rebuilds`` pass through)."""
+
+    def __init__(self, source: RecordSource, indices: Sequence[int]) -> None:
+        self.source = source
+        self.indices = [int(i) for i in indices]
+        if any(not 0 <= i < len(source) for i in self.indices):
+            raise IndexError(f"subset indices out of range for {len(source)} records")
+        if hasattr(source, "set_epoch"):
+            self.set_epoch = source.set_epoch
+
+    @property
+    def rebuilds(self) -> bool:
+        return bool(getattr(self.source, "rebuilds", False))
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> Mapping[str, np.ndarray]:
+        return self.source[self.indices[i]]
+
+
 @dataclass(frozen=True)
 class TrainBatch:
     """A collated micro-batch: the graph and the targets of its output vertices (rows of ``vertex_coord[1]``).

@@ -156,6 +156,8 @@ class AugmentedRecords:
     """A training record source over prepared frames that rebuilds every sample (see the module docstring).
 
     ``frames``: a prepared split folder (read lazily, :class:`PreparedFrames`) or frames in memory.
+    ``resample``: with no augmentation either, still draw a fresh random graph every epoch (seeded by (seed,
+    epoch, frame)) instead of the cached record's.
     ``gt_db``: the ground-truth database, or the path of its parquet file (read lazily); needed when
     ``gt_sampling`` is set. ``source[i]`` is frame i's record for the current epoch (:meth:`set_epoch`).
     """
@@ -171,6 +173,7 @@ class AugmentedRecords:
         gt_sampling: GtSampleConfig | None = None,
         gt_db: GtDatabase | str | Path | None = None,
         max_cached_shards: int | None = None,
+        resample: bool = False,
     ) -> None:
         if isinstance(frames, str | Path):
             frames = PreparedFrames(frames, max_cached_shards)
@@ -184,6 +187,7 @@ class AugmentedRecords:
         self.gt_sampling = gt_sampling
         self._db_path = None if gt_db is None or isinstance(gt_db, GtDatabase) else Path(gt_db)
         self._db: GtDatabase | None = gt_db if isinstance(gt_db, GtDatabase) else None
+        self.resample = bool(resample)
         self.epoch = 0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -196,6 +200,11 @@ class AugmentedRecords:
     def augments(self) -> bool:
         """Whether samples differ between epochs (some augmentation step or ground-truth sampling)."""
         return bool(self.augment.steps) or self.gt_sampling is not None
+
+    @property
+    def rebuilds(self) -> bool:
+        """Whether every epoch builds new records (augmentation, sampling, or a fresh random graph)."""
+        return self.augments or self.resample
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next records belong to (the training loop calls this before each fetch)."""
@@ -214,7 +223,7 @@ class AugmentedRecords:
         if not 0 <= i < len(self.frames):
             raise IndexError(f"record {i} of {len(self.frames)}")
         frame = self.frames[i]
-        if not self.augments:
+        if not self.rebuilds:
             rng = frame_rng(self.seed, frame.frame_id)  # the cached record: the same every epoch
             return augmented_record(frame, self.graph_cfg, self.targets_cfg, self.augment, rng)
         rng = augment_rng(self.seed, epoch, frame.frame_id)

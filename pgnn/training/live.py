@@ -7,7 +7,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,28 @@ METRIC_BINS = 1000
 BOX_DIM_NAMES = ("x", "y", "z", "l", "h", "w", "ry")
 
 
-class IntervalStats:
-    """What one rank accumulates between two log points."""
+def class_labels(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Metric names of the class ids: the label method's names, an object's two yaw classes as ``Car_h`` and
+    ``Car_v`` (e.g. ("Background", "Car", "Car", "DontCare") -> Background, Car_h, Car_v, DontCare)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        out.append(name if names.count(name) == 1 else f"{name}_{'hv'[k] if k < 2 else k}")
+    return tuple(out)
 
-    def __init__(self, num_classes: int, box_dim: int) -> None:
+
+class IntervalStats:
+    """What one rank accumulates between two log points (``labels``: the metric name of each class id)."""
+
+    def __init__(self, num_classes: int, box_dim: int, labels: tuple[str, ...] | None = None) -> None:
         self.num_classes, self.box_dim = num_classes, box_dim
+        self.labels = labels or tuple(f"class_{k}" for k in range(num_classes))
+        if len(self.labels) != num_classes:
+            raise ValueError(f"expected {num_classes} class labels, got {self.labels}")
+        self.data_wait = 0.0  # seconds this rank waited for batches
+        self.compute = 0.0  # seconds of forward, backward and update
         self.steps = 0
         self.data_terms = torch.zeros(2, dtype=torch.float64)  # this rank's (cls, loc) parts, summed
         self.reg = 0.0  # sum over steps (the same on every rank)
@@ -45,6 +62,10 @@ class IntervalStats:
         self.loc_class_count += terms["loc_class_count"].double().cpu()
         probs = torch.softmax(logits.detach().float(), dim=1).cpu().numpy()
         self.meter.update(labels.cpu().numpy(), probs)
+
+    def add_time(self, data_wait: float, compute: float) -> None:
+        self.data_wait += data_wait
+        self.compute += compute
 
     def add_step(self, reg: float, grad_norm: float) -> None:
         self.steps += 1
@@ -67,13 +88,15 @@ class IntervalStats:
         dims = BOX_DIM_NAMES if d == len(BOX_DIM_NAMES) else tuple(f"d{i}" for i in range(d))
         for k in range(c):
             for name in ("recall", "precision", "pr_auc"):
-                out[f"class_{k}/{name}"] = float(meter[name][k])
+                out[f"{self.labels[k]}/{name}"] = float(meter[name][k])
             if loc_class_count[k] > 0:
                 per_dim = loc_class_dim[k] / loc_class_count[k]
-                out[f"class_{k}/loc_loss"] = float(per_dim.mean())
+                out[f"{self.labels[k]}/loc_loss"] = float(per_dim.mean())
                 for name, value in zip(dims, per_dim, strict=True):
-                    out[f"class_{k}/loc_{name}"] = float(value)
+                    out[f"{self.labels[k]}/loc_{name}"] = float(value)
         out["time/sec_per_step"] = (time.perf_counter() - self.started) / n
+        out["time/data_wait"] = self.data_wait / n
+        out["time/compute"] = self.compute / n
         return out
 
 
@@ -99,9 +122,26 @@ def open_live(live_dir: Path, resume_step: int | None) -> Any:
     return Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, resume=resume_step is not None)
 
 
+Validator = Callable[[torch.nn.Module, int], Mapping[str, float]]
+"""``validate(model, step)``: metrics of the model on held-out frames (``{"val/Car/3d/moderate": ...}``)."""
+
+
+def log_values(live: Any, step: int, values: Mapping[str, float]) -> None:
+    """Log named values at ``step`` (to the log, and to dvclive when ``live`` is open)."""
+    shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
+    log.info("step %d: %s", step, shown)
+    if live is None:
+        return
+    live.step = step
+    for name, value in values.items():
+        if math.isfinite(value):
+            live.log_metric(name, value)
+    live.sync()
+
+
 def log_interval(live: Any, step: int, last_step: int, values: Mapping[str, float]) -> None:
     log.info(
-        "step %d/%d epoch %d lr %.4g loss %.4f (cls %.4f loc %.4f reg %.4f) %.2fs/step",
+        "step %d/%d epoch %d lr %.4g loss %.4f (cls %.4f loc %.4f reg %.4f) %.2fs/step (data wait %.3fs)",
         step,
         last_step,
         values["epoch"],
@@ -111,6 +151,7 @@ def log_interval(live: Any, step: int, last_step: int, values: Mapping[str, floa
         values["loss/loc"],
         values["loss/reg"],
         values["time/sec_per_step"],
+        values.get("time/data_wait", 0.0),
     )
     if live is None:
         return

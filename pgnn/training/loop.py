@@ -17,7 +17,8 @@ Learning rate: the original's ``tf.train.exponential_decay``:
 ``lr(step) = initial_lr * decay_factor ** (step / decay_step)`` (integer division when ``staircase``).
 
 Checkpoints (``pgnn.nn.checkpoint``; ``ckpt-<step>.pt``, written atomically by rank 0 every
-``checkpoint_every`` steps and at the end, the ``keep_last`` newest kept) hold the model, optimiser, step,
+``checkpoint_every`` steps, every ``save_every_epoch`` epochs and at the end, the ``keep_last`` newest of
+the run kept) hold the model, optimiser, step,
 epoch, position in the epoch, RNG states and the resolved configs. ``train`` resumes from the newest
 checkpoint in ``out_dir`` by itself; on CPU the resumed run is bit-identical to an uninterrupted one.
 
@@ -35,6 +36,8 @@ box dimension; a progress bar on a terminal, one log line per interval.
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,13 +46,14 @@ import torch
 
 from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import TrainConfig
+from pgnn.graphs.targets import method_class_names
+from pgnn.nn.checkpoint import checkpoint_name
 from pgnn.nn.losses import regularized_parameters
 from pgnn.training.batches import RecordDataset, RecordSource, batch_loader
-from pgnn.training.distributed import init_distributed
-from pgnn.training.live import IntervalStats, log_interval, open_live
-from pgnn.training.optim import make_optimizer
+from pgnn.training.distributed import Dist, init_distributed
+from pgnn.training.live import IntervalStats, Validator, class_labels, log_interval, log_values, open_live
 from pgnn.training.schedule import learning_rate, micro_batch_plan, steps_per_epoch, total_steps
-from pgnn.training.state import META_KEYS, check_resume_configs, prune_checkpoints, rng_state, set_rng_state
+from pgnn.training.state import META_KEYS, RunState, restore_run, save_run
 from pgnn.training.step import train_step
 
 log = logging.getLogger(__name__)
@@ -65,24 +69,17 @@ def train(
     live_dir: str | Path | None = None,
     init_checkpoint: str | Path | None = None,
     meta: Mapping[str, Any] | None = None,
+    validate: Validator | None = None,
 ) -> Path:
     """Train a ``PointGNN(model_cfg)`` on the records; return the final checkpoint's path.
 
-    Resumes from the newest ``ckpt-*.pt`` in ``out_dir`` when there is one (then ``init_checkpoint`` is
-    ignored); otherwise starts from ``init_checkpoint``'s weights (fine-tuning) or from a seeded
-    initialisation. ``meta`` goes into every checkpoint and must give the strings of
-    :data:`META_KEYS` (``input_frame`` defaults to ``"rect"``, the frame of pgnn's own data); any further keys
-    are stored as they are (plain data only).
+    Resumes from the newest good ``ckpt-*.pt`` in ``out_dir`` when there is one (then ``init_checkpoint``
+    is ignored); otherwise starts from ``init_checkpoint``'s weights (fine-tuning) or from a seeded
+    initialisation. ``meta`` goes into every checkpoint and must give the strings of :data:`META_KEYS`
+    (``input_frame`` defaults to ``"rect"``, the frame of pgnn's own data); any further keys are stored as
+    they are (plain data only). ``validate(model, step)``, when given, runs on rank 0 every
+    ``train_cfg.eval_every`` steps and at the end; its values are logged next to the losses.
     """
-    from pgnn.nn.checkpoint import (
-        checkpoint_name,
-        latest_checkpoint,
-        load_checkpoint,
-        make_checkpoint,
-        save_checkpoint,
-    )
-    from pgnn.nn.model import PointGNN
-
     meta = {"input_frame": "rect", **(meta or {})}
     missing = [k for k in META_KEYS if k not in meta]
     if missing:
@@ -96,127 +93,127 @@ def train(
             f"accumulation_steps {train_cfg.accumulation_steps}"
         )
     last_step = total_steps(num_records, train_cfg)
-
     dist = init_distributed(train_cfg.device)
     try:
         if train_cfg.batch_size % dist.world_size:
             raise ValueError(
                 f"batch_size {train_cfg.batch_size} is not a multiple of the world size {dist.world_size}"
             )
-
-        # -- state: resume, fine-tune or fresh ------------------------------------------------------------
-        if dist.rank == 0 and out_dir.is_dir():  # half-written checkpoints of a killed run
-            for stale in out_dir.glob(".tmp-ckpt-*"):
-                stale.unlink(missing_ok=True)
-        resume_path = latest_checkpoint(out_dir)
-        if dist.enabled:  # every rank resumes from what rank 0 saw
-            shared = [str(resume_path) if resume_path else None]
-            torch.distributed.broadcast_object_list(shared, src=0)
-            resume_path = Path(shared[0]) if shared[0] else None
-        model = PointGNN(model_cfg, generator=torch.Generator().manual_seed(train_cfg.seed))
-        model.to(dist.device)
-        optimizer = make_optimizer(list(model.parameters()), train_cfg)
-        step, epoch, position = 0, 0, 0
-        if resume_path is not None:
-            ckpt = load_checkpoint(resume_path, map_location=dist.device)
-            if ckpt["model_config"] != model_cfg.model_dump(mode="json"):
-                raise ValueError(f"{resume_path} holds a different model_config than this run's")
-            check_resume_configs(ckpt, train_cfg, loss_cfg, meta, resume_path)
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            set_rng_state(ckpt.get("rng", {}))
-            step, epoch, position = int(ckpt["step"]), int(ckpt["epoch"]), int(ckpt["position"])
-            if int(ckpt.get("num_records", num_records)) != num_records:
-                log.warning(
-                    "resuming %s with %d records instead of %d", resume_path, num_records, ckpt["num_records"]
-                )
-            log.info("resuming from %s (step %d, epoch %d)", resume_path, step, epoch)
-        elif init_checkpoint is not None:
-            init = load_checkpoint(init_checkpoint, map_location=dist.device)
-            model.load_state_dict(init["model"])
-            log.info("initialised from %s", init_checkpoint)
-            if init["input_frame"] != meta["input_frame"]:
-                log.warning(
-                    "%s expects points in the %r frame, the training data is in the %r frame",
-                    init_checkpoint,
-                    init["input_frame"],
-                    meta["input_frame"],
-                )
-        if resume_path is not None and step >= last_step:
-            return resume_path  # nothing left to do
-
-        ddp_model: torch.nn.Module = model
-        if dist.enabled:
-            device_ids = [dist.device.index] if dist.device.type == "cuda" else None
-            ddp_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
-        reg_params = regularized_parameters(model)
-
-        def save(at_step: int, at_epoch: int, at_position: int) -> None:
-            if dist.rank == 0:
-                ckpt = make_checkpoint(
-                    model,
-                    step=at_step,
-                    epoch=at_epoch,
-                    position=at_position,
-                    optimizer=optimizer.state_dict(),
-                    scheduler={"name": "exponential_decay", "next_lr": learning_rate(at_step, train_cfg)},
-                    rng=rng_state(),
-                    train_config=train_cfg.model_dump(mode="json"),
-                    loss_config=loss_cfg.model_dump(mode="json"),
-                    num_records=num_records,
-                    world_size=dist.world_size,
-                    **meta,
-                )
-                save_checkpoint(out_dir / checkpoint_name(at_step), ckpt)
-                prune_checkpoints(out_dir, train_cfg.keep_last)
-
-        live = None
-        if dist.rank == 0 and live_dir is not None:
-            live = open_live(Path(live_dir), step if resume_path is not None else None)
-        progress = None
-        if dist.rank == 0:
-            from tqdm import tqdm
-
-            progress = tqdm(total=last_step, initial=step, disable=None, leave=False, unit="step")
-
-        stats = IntervalStats(model_cfg.num_classes, model_cfg.box_encoding_len)
-        model.train()
-        plan = micro_batch_plan(
-            num_records,
+        run = restore_run(out_dir, model_cfg, train_cfg, loss_cfg, meta, dist, init_checkpoint, num_records)
+        if run.resumed_from is not None and run.step >= last_step:
+            return run.resumed_from  # nothing left to do
+        _loop(
+            run,
+            records_source,
+            model_cfg,
             train_cfg,
-            dist.rank,
-            dist.world_size,
-            step,
-            epoch,
-            position,
+            loss_cfg,
+            dist,
             last_step,
-            with_epoch=hasattr(records_source, "set_epoch"),
+            per_epoch,
+            live_dir,
+            validate,
         )
-        loader = batch_loader(RecordDataset(records_source), plan, train_cfg.num_workers)
-        while step < last_step:
-            micro = [next(loader).to(dist.device) for _ in range(train_cfg.accumulation_steps)]
-            lr = learning_rate(step, train_cfg)
-            train_step(ddp_model, optimizer, micro, reg_params, loss_cfg, lr, dist, stats, step)
-            step += 1
-            step_epoch = epoch
-            epoch, position = (epoch + 1, 0) if position + 1 == per_epoch else (epoch, position + 1)
-            if progress is not None:
-                progress.update(1)
-            done = step >= last_step
-            if step % train_cfg.log_every == 0 or done:
-                values = stats.reduce(dist)  # a collective: every rank calls it
-                if dist.rank == 0:
-                    log_interval(live, step, last_step, {**values, "lr": lr, "epoch": step_epoch})
-                stats = IntervalStats(model_cfg.num_classes, model_cfg.box_encoding_len)
-            if step % train_cfg.checkpoint_every == 0 or done:
-                save(step, epoch, position)
-        if progress is not None:
-            progress.close()
-        if live is not None:
-            live.end()
         if dist.enabled:
             torch.distributed.barrier()
-        return out_dir / checkpoint_name(step)  # saved when the last step was done
+        return out_dir / checkpoint_name(run.step)  # saved when the last step was done
     finally:
         if dist.owns_group:
             torch.distributed.destroy_process_group()
+
+
+def loader_workers(train_cfg: TrainConfig, source: RecordSource) -> int:
+    """Data-loading processes: ``num_workers``, or for "auto" 2 when the source rebuilds its samples every
+    epoch (augmentation, graph resampling, ground-truth sampling) and 0 for cached records."""
+    if train_cfg.num_workers != "auto":
+        return int(train_cfg.num_workers)
+    return min(2, os.cpu_count() or 1) if getattr(source, "rebuilds", False) else 0
+
+
+def _loop(
+    run: RunState,
+    records_source: RecordSource,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    loss_cfg: LossConfig,
+    dist: Dist,
+    last_step: int,
+    per_epoch: int,
+    live_dir: str | Path | None,
+    validate: Validator | None,
+) -> None:
+    """Steps ``run.step .. last_step - 1``: load, step, log, validate, save (``run`` advances in place)."""
+    model = run.model
+    ddp_model: torch.nn.Module = model
+    if dist.enabled:
+        device_ids = [dist.device.index] if dist.device.type == "cuda" else None
+        ddp_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    reg_params = regularized_parameters(model)
+    live = None
+    if dist.rank == 0 and live_dir is not None:
+        live = open_live(Path(live_dir), run.step if run.resumed_from is not None else None)
+    progress = None
+    if dist.rank == 0:
+        from tqdm import tqdm
+
+        progress = tqdm(total=last_step, initial=run.step, disable=None, leave=False, unit="step")
+    try:
+        labels: tuple[str, ...] | None = class_labels(method_class_names(str(run.meta["label_method"])))
+    except ValueError:  # not a label method of pgnn's: metrics named class_<k>
+        labels = None
+    if labels is not None and len(labels) != model_cfg.num_classes:
+        labels = None
+
+    def new_stats() -> IntervalStats:
+        return IntervalStats(model_cfg.num_classes, model_cfg.box_encoding_len, labels)
+
+    stats = new_stats()
+    model.train()
+    plan = micro_batch_plan(
+        len(records_source),
+        train_cfg,
+        dist.rank,
+        dist.world_size,
+        run.step,
+        run.epoch,
+        run.position,
+        last_step,
+        with_epoch=hasattr(records_source, "set_epoch"),
+    )
+    workers = loader_workers(train_cfg, records_source)
+    loader = batch_loader(RecordDataset(records_source), plan, workers)
+    while run.step < last_step:
+        t0 = time.perf_counter()
+        micro = [next(loader).to(dist.device) for _ in range(train_cfg.accumulation_steps)]
+        t1 = time.perf_counter()
+        lr = learning_rate(run.step, train_cfg)
+        step_args = (reg_params, loss_cfg, lr, dist, stats, run.step, train_cfg.clip_grad_norm)
+        train_step(ddp_model, run.optimizer, micro, *step_args)
+        stats.add_time(t1 - t0, time.perf_counter() - t1)
+        step_epoch = run.advance(per_epoch)
+        if progress is not None:
+            progress.update(1)
+        done = run.step >= last_step
+        if run.step % train_cfg.log_every == 0 or done:
+            values = stats.reduce(dist)  # a collective: every rank calls it
+            if dist.rank == 0:
+                log_interval(live, run.step, last_step, {**values, "lr": lr, "epoch": step_epoch})
+            stats = new_stats()
+        every = train_cfg.eval_every
+        if validate is not None and dist.rank == 0 and every is not None and (run.step % every == 0 or done):
+            model.eval()
+            with torch.no_grad():
+                values = dict(validate(model, run.step))
+            model.train()
+            log_values(live, run.step, values)
+        epoch_end = run.position == 0 and train_cfg.save_every_epoch is not None
+        if (
+            run.step % train_cfg.checkpoint_every == 0
+            or done
+            or (epoch_end and run.epoch % train_cfg.save_every_epoch == 0)
+        ):
+            save_run(run, train_cfg, loss_cfg, dist, len(records_source))
+    if progress is not None:
+        progress.close()
+    if live is not None:
+        live.end()

@@ -10,30 +10,47 @@ from pgnn.config.presets import Recipe
 from pgnn.config.training import RESUMABLE_CHANGES
 from pgnn.core.io import sha256_file
 from pgnn.core.shards import read_manifest, stable_hash
+from pgnn.data.prepare import frames_with_classes, prepared_label_types
 from pgnn.graphs.cache import GraphCache
+from pgnn.graphs.targets import object_classes
+from pgnn.training.batches import SubsetSource
 from pgnn.training.dataset import AugmentedRecords
 
 
 def train_augments(recipe: Recipe) -> bool:
-    """Whether training rebuilds its samples every epoch (augmentation steps or ground-truth sampling) instead
-    of reading the cached graphs."""
-    return bool(recipe.augment.steps) or recipe.gt_sampling is not None
+    """Whether training rebuilds its samples every epoch (augmentation steps, ground-truth sampling, or a
+    fresh random graph per epoch) instead of reading the cached graphs."""
+    return bool(recipe.augment.steps) or recipe.gt_sampling is not None or recipe.train.resample_graph
+
+
+def class_filtered(recipe: Recipe, frame_ids: list[str], prepared_dir: Path | None) -> list[int]:
+    """Indices of ``frame_ids`` that training uses: with ``train.class_filter``, the frames holding an object
+    of the label method's classes (read from the prepared split's metadata); else all."""
+    if not recipe.train.class_filter:
+        return list(range(len(frame_ids)))
+    if prepared_dir is None:
+        raise ValueError("train.class_filter needs the prepared split (data/prepared/train) for the labels")
+    keep = set(
+        frames_with_classes(prepared_label_types(prepared_dir), object_classes(recipe.targets.label_method))
+    )
+    return [i for i, fid in enumerate(frame_ids) if fid in keep]
 
 
 def train_records(
     recipe: Recipe, graphs_dir: Path, prepared_dir: Path | None = None, gt_db_path: Path | None = None
-) -> GraphCache | AugmentedRecords:
-    """The training record source: the graph cache, or, when the recipe augments, samples rebuilt on the fly
-    from the prepared frames (and the ground-truth database) by :class:`AugmentedRecords`, seeded by
-    ``train.seed``."""
+) -> SubsetSource:
+    """The training record source: the graph cache, or, when the recipe rebuilds samples, samples rebuilt on
+    the fly from the prepared frames (and the ground-truth database) by :class:`AugmentedRecords`, seeded by
+    ``train.seed``; restricted to the recipe's class filter (:func:`class_filtered`)."""
     if not train_augments(recipe):
-        return GraphCache(graphs_dir)
+        cache = GraphCache(graphs_dir)
+        return SubsetSource(cache, class_filtered(recipe, list(cache.frame_ids), prepared_dir))
     if prepared_dir is None or (recipe.gt_sampling is not None and gt_db_path is None):
         raise ValueError(
             "training with augmentation or gt_sampling needs prepared_dir (data/prepared/train) and, for "
             "gt_sampling, gt_db_path (data/gt_db/gt_db.parquet)"
         )
-    return AugmentedRecords(
+    source = AugmentedRecords(
         prepared_dir,
         recipe.graph,
         recipe.targets,
@@ -41,7 +58,10 @@ def train_records(
         seed=recipe.train.seed,
         gt_sampling=recipe.gt_sampling,
         gt_db=gt_db_path if recipe.gt_sampling is not None else None,
+        resample=recipe.train.resample_graph,
     )
+    ids = [str(fid) for fid in source.frames.frame_ids]
+    return SubsetSource(source, class_filtered(recipe, ids, prepared_dir))
 
 
 def train_run_key(

@@ -1,16 +1,28 @@
-"""Checkpoint housekeeping of a run: RNG states, pruning old checkpoints, checks on resume."""
+"""The state of a training run and its checkpoints: restore (resume, fine-tune, fresh), save, prune, RNG."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from pgnn.config.network import LossConfig
+from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import RESUMABLE_CHANGES, TrainConfig
+from pgnn.nn.checkpoint import (
+    checkpoint_name,
+    latest_checkpoint,
+    load_checkpoint,
+    make_checkpoint,
+    save_checkpoint,
+)
+from pgnn.nn.model import PointGNN
+from pgnn.training.distributed import Dist
+from pgnn.training.optim import make_optimizer
+from pgnn.training.schedule import learning_rate
 
 log = logging.getLogger(__name__)
 
@@ -63,3 +75,104 @@ def check_resume_configs(
     changed_meta = [k for k in META_KEYS if ckpt.get(k) != meta[k]]
     if changed_meta:
         log.warning("resuming %s with different %s", path, changed_meta)
+
+
+@dataclass
+class RunState:
+    """A run in progress: the model and optimiser, where the run is (step, epoch, position in the epoch),
+    the checkpoint folder and meta, and the checkpoint it resumed from (None for a fresh run)."""
+
+    model: PointGNN
+    optimizer: torch.optim.Optimizer
+    out_dir: Path
+    meta: dict[str, Any]
+    step: int = 0
+    epoch: int = 0
+    position: int = 0
+    resumed_from: Path | None = None
+
+    def advance(self, per_epoch: int) -> int:
+        """Count one finished step; return the epoch it belonged to."""
+        epoch = self.epoch
+        self.step += 1
+        self.epoch, self.position = (
+            (epoch + 1, 0) if self.position + 1 == per_epoch else (epoch, self.position + 1)
+        )
+        return epoch
+
+
+def restore_run(
+    out_dir: Path,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    loss_cfg: LossConfig,
+    meta: dict[str, Any],
+    dist: Dist,
+    init_checkpoint: str | Path | None,
+    num_records: int,
+) -> RunState:
+    """The run's state: resumed from the newest checkpoint in ``out_dir``, initialised from
+    ``init_checkpoint`` (fine-tuning), or fresh (seeded by ``train.seed``)."""
+    if dist.rank == 0 and out_dir.is_dir():  # half-written checkpoints of a killed run
+        for stale in out_dir.glob(".tmp-ckpt-*"):
+            stale.unlink(missing_ok=True)
+    resume_path = latest_checkpoint(out_dir)
+    if dist.enabled:  # every rank resumes from what rank 0 saw
+        shared = [str(resume_path) if resume_path else None]
+        torch.distributed.broadcast_object_list(shared, src=0)
+        resume_path = Path(shared[0]) if shared[0] else None
+    model = PointGNN(model_cfg, generator=torch.Generator().manual_seed(train_cfg.seed))
+    model.to(dist.device)
+    run = RunState(model, make_optimizer(list(model.parameters()), train_cfg), out_dir, meta)
+    if resume_path is not None:
+        ckpt = load_checkpoint(resume_path, map_location=dist.device)
+        if ckpt["model_config"] != model_cfg.model_dump(mode="json"):
+            raise ValueError(f"{resume_path} holds a different model_config than this run's")
+        check_resume_configs(ckpt, train_cfg, loss_cfg, meta, resume_path)
+        model.load_state_dict(ckpt["model"])
+        run.optimizer.load_state_dict(ckpt["optimizer"])
+        set_rng_state(ckpt.get("rng", {}))
+        run.step, run.epoch, run.position = int(ckpt["step"]), int(ckpt["epoch"]), int(ckpt["position"])
+        run.resumed_from = resume_path
+        if int(ckpt.get("num_records", num_records)) != num_records:
+            log.warning(
+                "resuming %s with %d records instead of %d", resume_path, num_records, ckpt["num_records"]
+            )
+        log.info("resuming from %s (step %d, epoch %d)", resume_path, run.step, run.epoch)
+    elif init_checkpoint is not None:
+        init = load_checkpoint(init_checkpoint, map_location=dist.device)
+        model.load_state_dict(init["model"])
+        log.info("initialised from %s", init_checkpoint)
+        if init["input_frame"] != meta["input_frame"]:
+            log.warning(
+                "%s expects points in the %r frame, the training data is in the %r frame",
+                init_checkpoint,
+                init["input_frame"],
+                meta["input_frame"],
+            )
+    return run
+
+
+def save_run(
+    run: RunState, train_cfg: TrainConfig, loss_cfg: LossConfig, dist: Dist, num_records: int
+) -> None:
+    """Rank 0 writes ``ckpt-<step>.pt`` (model, optimiser, position, RNG, configs, meta) and prunes the run's
+    older checkpoints to ``keep_last``."""
+    if dist.rank != 0:
+        return
+    ckpt = make_checkpoint(
+        run.model,
+        step=run.step,
+        epoch=run.epoch,
+        position=run.position,
+        optimizer=run.optimizer.state_dict(),
+        scheduler={"name": "exponential_decay", "next_lr": learning_rate(run.step, train_cfg)},
+        rng=rng_state(),
+        train_config=train_cfg.model_dump(mode="json"),
+        loss_config=loss_cfg.model_dump(mode="json"),
+        num_records=num_records,
+        world_size=dist.world_size,
+        **run.meta,
+    )
+    save_checkpoint(run.out_dir / checkpoint_name(run.step), ckpt)
+    prune_checkpoints(run.out_dir, train_cfg.keep_last)

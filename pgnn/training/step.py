@@ -25,12 +25,15 @@ def train_step(
     dist: Dist,
     stats: IntervalStats,
     step: int,
+    clip_grad_norm: float | None = None,
 ) -> None:
     """One optimiser step over a global batch's micro-batches (this rank's share), counted into ``stats``.
 
-    Raises ``FloatingPointError`` before the update when the gradient is not finite (the original asserted
-    a finite loss): the parameters and the checkpoints on disk stay as they were. DDP has summed the
-    gradients of all ranks by then, so every rank sees the same gradient and stops together.
+    Raises ``FloatingPointError`` before the update when the loss or the gradient is not finite (the
+    original asserted a finite loss), naming the step: the parameters and the checkpoints on disk stay as
+    they were, so the newest checkpoint is the last good state. DDP has summed the gradients of all ranks by
+    then, so every rank sees the same gradient and stops together. ``clip_grad_norm`` scales the gradient
+    down to that global norm before the update (the logged ``grad_norm`` is the norm before clipping).
     """
     counts = sum(loss_counts(b.cls_labels, b.valid, loss_cfg, b.graph.batch) for b in micro)
     counts = dist.all_reduce_sum(counts)  # (2,) the whole step's counts, over micro-batches and ranks
@@ -64,12 +67,21 @@ def train_step(
         seen.append(({k: v.detach() for k, v in terms.items()}, logits.detach(), batch.cls_labels))
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     grad_norm = float(torch.nn.utils.get_total_norm(grads))
+    loss = sum(float(terms["cls"] + terms["loc"]) for terms, _, _ in seen) + reg_value
+    if not math.isfinite(loss):
+        raise FloatingPointError(
+            f"non-finite loss in step {step + 1} ({loss}, lr {lr:.4g}); nothing was updated and the newest "
+            "checkpoint is the last good one: lower initial_lr or set train.clip_grad_norm"
+        )
     if not math.isfinite(grad_norm):
         raise FloatingPointError(
             f"non-finite gradient in step {step + 1} (this rank's cls {float(seen[0][0]['cls']):.4g}, "
             f"loc {float(seen[0][0]['loc']):.4g}, lr {lr:.4g}); the last checkpoint is unchanged: "
-            "a smaller initial_lr may help"
+            "lower initial_lr or set train.clip_grad_norm"
         )
+    if clip_grad_norm is not None:
+        with_grad = [p for p in model.parameters() if p.grad is not None]
+        torch.nn.utils.clip_grads_with_norm_(with_grad, clip_grad_norm, torch.tensor(grad_norm))
     optimizer.step()
     for terms, logits, labels in seen:
         stats.add_micro_batch(terms, logits, labels)

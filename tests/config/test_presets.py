@@ -9,6 +9,7 @@ import pytest
 from pgnn.config.params import Params, load_params
 from pgnn.config.presets import PRESETS, resolve
 from pgnn.core.errors import DataError
+from pgnn.graphs.targets import method_class_names
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,11 @@ def test_every_preset_resolves_consistently(name: str) -> None:
     recipe = resolve(Params(preset=name))
     widths = {"i": 1, "is": 5}
     assert recipe.model.input_dim == widths[recipe.targets.input_features]
-    assert recipe.model.num_classes == {"Car": 4, "Pedestrian_and_Cyclist": 6}[recipe.targets.label_method]
+    assert (
+        recipe.model.num_classes
+        == {"Car": 4, "Pedestrian_and_Cyclist": 6, "yaw": 8}[recipe.targets.label_method]
+    )
+    assert recipe.postprocess.class_names == method_class_names(recipe.targets.label_method)
     assert len(recipe.postprocess.class_names) == recipe.model.num_classes
 
 

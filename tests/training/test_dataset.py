@@ -330,22 +330,31 @@ def test_train_records_and_run_key_follow_the_augmentation(prepared: Path, tmp_p
     from pgnn.pipeline.steps.graphs import graphs_step
 
     graphs = tmp_path / "graphs"
-    plain = resolve(Params(preset="car_T3", augment={"enabled": False}))
+    plain = resolve(Params(preset="car_T3", augment={"enabled": False}, train={"resample_graph": False}))
     graphs_step(plain, "train", prepared, graphs, frames_per_shard=2, workers=1)
     augmented = resolve(Params(preset="car_T3"))
-    assert not train_augments(plain) and train_augments(augmented)
+    resampled = resolve(Params(preset="car_T3", augment={"enabled": False}))
+    assert not train_augments(plain) and train_augments(augmented) and train_augments(resampled)
     from pgnn.graphs.cache import GraphCache
 
-    assert isinstance(train_records(plain, graphs), GraphCache)
+    cached = train_records(plain, graphs, prepared)
+    assert isinstance(cached.source, GraphCache) and not cached.rebuilds
     records = train_records(augmented, graphs, prepared)
-    assert isinstance(records, AugmentedRecords) and records.seed == augmented.train.seed
+    assert isinstance(records.source, AugmentedRecords) and records.source.seed == augmented.train.seed
+    assert records.rebuilds and train_records(resampled, graphs, prepared).rebuilds
+    # KITTI 000000 holds only a Pedestrian: the Car recipe's class filter leaves it out
+    assert records.indices == [1, 2] and cached.indices == [1, 2]
+    everything = resolve(Params(preset="car_T3", train={"class_filter": False}))
+    assert train_records(everything, graphs, prepared).indices == [0, 1, 2]
     with pytest.raises(ValueError, match="prepared_dir"):
         train_records(augmented, graphs)
     meta = {"input_frame": "rect"}
     two_steps = resolve(Params(preset="car_T3", augment={"steps": ORIGINAL_CAR_AUGMENT.steps[:2]}))
     pasting = resolve(Params(preset="car_T3", gt_sampling={"enabled": True}))
-    keys = {train_run_key(r, graphs, meta, prepared) for r in (plain, augmented, two_steps, pasting)}
-    assert len(keys) == 4
+    keys = {
+        train_run_key(r, graphs, meta, prepared) for r in (plain, augmented, two_steps, pasting, resampled)
+    }
+    assert len(keys) == 5
     assert train_run_key(augmented, graphs, meta, prepared) == train_run_key(
         resolve(Params(preset="car_T3")), graphs, meta, prepared
     )

@@ -224,7 +224,7 @@ def test_loss_falls_and_dvclive_and_checkpoints_appear(tmp_path: Path) -> None:
 
     metrics = json.loads((tmp_path / "live" / "metrics.json").read_text())
     assert metrics["step"] == 40
-    assert set(metrics["class_1"]) >= {"recall", "precision", "pr_auc", "loc_loss", "loc_x", "loc_ry"}
+    assert set(metrics["Car_h"]) >= {"recall", "precision", "pr_auc", "loc_loss", "loc_x", "loc_ry"}
     tsv = tmp_path / "live" / "plots" / "metrics" / "loss" / "total.tsv"
     rows = [line.split("\t") for line in tsv.read_text().splitlines()]
     assert rows[0] == ["step", "total"]
@@ -233,7 +233,7 @@ def test_loss_falls_and_dvclive_and_checkpoints_appear(tmp_path: Path) -> None:
     assert steps == [5, 10, 15, 20, 25, 30, 35, 40]
     assert losses[-1] < 0.5 * losses[0], losses
     assert (tmp_path / "live" / "plots" / "metrics" / "lr.tsv").exists()
-    assert metrics["class_0"]["recall"] > 0.5
+    assert metrics["Background"]["recall"] > 0.5
 
 
 def test_accumulation_equals_a_bigger_batch(tmp_path: Path) -> None:
@@ -283,7 +283,7 @@ TINY_MODEL_INIT = _init_state()
 
 def test_divergence_stops_before_a_bad_update(tmp_path: Path) -> None:
     cfg = tiny_train_config(optimizer="sgd", initial_lr=1e12, max_steps=50, checkpoint_every=1)
-    with pytest.raises(FloatingPointError, match="non-finite gradient in step"):
+    with pytest.raises(FloatingPointError, match="non-finite (loss|gradient) in step"):
         train(tiny_records(8), TINY_MODEL, cfg, LOSS, tmp_path, meta=META)
     saved = sorted(tmp_path.glob("ckpt-*.pt"))
     assert saved, "expected the steps before the divergence to be checkpointed"

@@ -109,7 +109,7 @@ def test_dvclive_history_has_no_duplicate_steps_after_resume(tmp_path: Path) -> 
         live_dir=live,
         meta=META,
     )
-    for name in ("loss/total.tsv", "lr.tsv", "class_0/recall.tsv"):
+    for name in ("loss/total.tsv", "lr.tsv", "Car_h/recall.tsv", "time/data_wait.tsv"):
         rows = (live / "plots" / "metrics" / name).read_text().splitlines()
         assert [int(r.split("\t")[0]) for r in rows[1:]] == [1, 2, 3, 4, 5, 6], name
 
