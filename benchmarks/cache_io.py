@@ -85,14 +85,14 @@ def real_records(root: Path, frame_ids: Sequence[str], preset: str = PRESET) -> 
 def synthetic_records(count: int, seed: int = 0, preset: str = PRESET) -> list[Record]:
     """Graph records of synthetic frames 0 .. count-1."""
     from pgnn.config.presets import PRESETS
-    from pgnn.data import synthetic
     from pgnn.data.kitti import frame_from_scan
+    from pgnn.data.synthetic.dataset import generate_frame
     from pgnn.graphs.records import graph_record
 
     recipe = PRESETS[preset]
     records = []
     for index in range(count):
-        f = synthetic.generate_frame(index, seed)
+        f = generate_frame(index, seed)
         frame = frame_from_scan(f.frame_id, f.points_velo, f.calib, image=f.image, labels=f.labels)
         records.append(graph_record(frame, recipe.graph, recipe.targets, recipe.graph_seed))
     return records

@@ -10,8 +10,8 @@ with ``np.random.choice`` for the cap, and a box-by-box points-in-box test for t
 CPU time (``time.process_time``), so other load on a shared machine inflates them less than wall time.
 
 Frames: the real KITTI frames with velodyne scans in the shared kitti_sample, and a few synthetic frames
-(``pgnn.data.synthetic.generate_frame``) when that generator exists. Each stage's time is the median over
-``--repeat`` runs; tables show the mean over frames.
+(``pgnn.data.synthetic.dataset.generate_frame``) when that generator exists. Each stage's time is the median
+over ``--repeat`` runs; tables show the mean over frames.
 
     .venv/bin/python benchmarks/graph_build.py [--repeat 5] [--synthetic 3] [--json]
 
@@ -95,9 +95,9 @@ def real_frames(root: Path, frame_ids: Sequence[str]) -> list[RawFrame]:
 
 def synthetic_frames(count: int) -> list[RawFrame] | None:
     """``count`` frames of the synthetic generator (seed 0), or None when pgnn has no generator."""
-    if count <= 0 or importlib.util.find_spec("pgnn.data.synthetic") is None:
+    if count <= 0 or importlib.util.find_spec("pgnn.data.synthetic.dataset") is None:
         return None
-    from pgnn.data import synthetic
+    from pgnn.data.synthetic import dataset as synthetic
 
     if not hasattr(synthetic, "generate_frame"):
         return None
@@ -313,7 +313,7 @@ def run_benchmark(
     if synth is not None:
         datasets["synthetic"] = synth
     elif synthetic > 0:
-        notes.append("pgnn.data.synthetic.generate_frame not available: synthetic frames skipped")
+        notes.append("pgnn.data.synthetic.dataset.generate_frame not available: synthetic frames skipped")
         if verbose:
             print(f"note: {notes[-1]}")
     for frames in datasets.values():  # warm-up: numba's cache, BLAS, and malloc's mmap threshold settle

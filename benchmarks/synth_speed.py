@@ -25,35 +25,41 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from pgnn.data import synthetic as synth  # noqa: E402
 from pgnn.data.kitti import fov_mask  # noqa: E402
+from pgnn.data.synthetic.config import CLASSES, SynthConfig  # noqa: E402
+from pgnn.data.synthetic.dataset import frame_rng, generate_dataset, generate_frame, write_frame  # noqa: E402
+from pgnn.data.synthetic.image import render_image  # noqa: E402
+from pgnn.data.synthetic.labels import make_labels  # noqa: E402
+from pgnn.data.synthetic.lidar import simulate_scan  # noqa: E402
+from pgnn.data.synthetic.painted import paint_points  # noqa: E402
+from pgnn.data.synthetic.scene import sample_scene  # noqa: E402
 
 STAGES = ("scene", "scan", "labels", "image", "paint", "write")
 
 
-def time_stages(index: int, seed: int, config: synth.SynthConfig, out_dir: str) -> dict[str, float]:
+def time_stages(index: int, seed: int, config: SynthConfig, out_dir: str) -> dict[str, float]:
     """Seconds per stage of one frame, running the stages as ``generate_frame`` does."""
     seconds: dict[str, float] = {}
-    rng = synth.frame_rng(seed, index)
+    rng = frame_rng(seed, index)
     t = time.perf_counter()
-    scene = synth.sample_scene(rng, config)
+    scene = sample_scene(rng, config)
     seconds["scene"] = time.perf_counter() - t
     t = time.perf_counter()
-    scan = synth.simulate_scan(scene, config, rng)
+    scan = simulate_scan(scene, config, rng)
     seconds["scan"] = time.perf_counter() - t
     t = time.perf_counter()
-    synth.make_labels(scene, scan, config)
+    make_labels(scene, scan, config)
     fov = fov_mask(scan.points[:, :3], scene.calib, config.image_width, config.image_height)
     seconds["labels"] = time.perf_counter() - t
     t = time.perf_counter()
-    synth.render_image(scene, config, rng)
+    render_image(scene, config, rng)
     seconds["image"] = time.perf_counter() - t
     t = time.perf_counter()
-    synth.paint_points(scan.points[fov], scan.owner[fov], scene.kinds, config.paint_concentration, rng)
+    paint_points(scan.points[fov], scan.owner[fov], scene.kinds, config.paint_concentration, rng)
     seconds["paint"] = time.perf_counter() - t
-    frame = synth.generate_frame(index, seed, config)
+    frame = generate_frame(index, seed, config)
     t = time.perf_counter()
-    synth.write_frame(out_dir, frame, config.png_compress_level)
+    write_frame(out_dir, frame, config.png_compress_level)
     seconds["write"] = time.perf_counter() - t
     return seconds
 
@@ -67,13 +73,13 @@ def run_benchmark(frames: int = 10, seed: int = 0) -> dict[str, Any]:
     """
     if frames < 1:
         raise ValueError(f"expected frames >= 1, got {frames}")
-    config = synth.SynthConfig()
-    synth.generate_frame(0, seed, config)  # compile / load numba's cache
+    config = SynthConfig()
+    generate_frame(0, seed, config)  # compile / load numba's cache
     totals: dict[str, float] = collections.defaultdict(float)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(frames):
-            frame = synth.generate_frame(index, seed, config)
+            frame = generate_frame(index, seed, config)
             seconds = time_stages(index, seed, config, tmp)
             for stage, value in seconds.items():
                 totals[stage] += value
@@ -84,17 +90,17 @@ def run_benchmark(frames: int = 10, seed: int = 0) -> dict[str, Any]:
                     "frame": index,
                     "points": len(frame.points_velo),
                     "fov_points": int(frame.fov.sum()),
-                    "objects": {k: kinds[k] for k in synth.CLASSES},
-                    "labels": {k: types[k] for k in (*synth.CLASSES, "DontCare")},
+                    "objects": {k: kinds[k] for k in CLASSES},
+                    "labels": {k: types[k] for k in (*CLASSES, "DontCare")},
                     "ms": {s: seconds[s] * 1e3 for s in STAGES},
                 }
             )
         start = time.perf_counter()
         for index in range(frames):
-            synth.generate_frame(index, seed, config)
+            generate_frame(index, seed, config)
         in_memory = time.perf_counter() - start
         start = time.perf_counter()
-        synth.generate_dataset(tmp, frames, seed, config=config)
+        generate_dataset(tmp, frames, seed, config=config)
         with_files = time.perf_counter() - start
     return {
         "frames": frames,
@@ -127,9 +133,9 @@ def format_table(result: dict[str, Any]) -> str:
         f"points per scan     mean {np.mean(points):,.0f}  min {min(points):,}  max {max(points):,}",
         f"points in view      mean {np.mean(fov):,.0f}  min {min(fov):,}  max {max(fov):,}",
         "objects per frame   "
-        + "  ".join(f"{k} {sum(r['objects'][k] for r in rows) / n:.1f}" for k in synth.CLASSES),
+        + "  ".join(f"{k} {sum(r['objects'][k] for r in rows) / n:.1f}" for k in CLASSES),
         "labels per frame    "
-        + "  ".join(f"{k} {sum(r['labels'][k] for r in rows) / n:.1f}" for k in (*synth.CLASSES, "DontCare")),
+        + "  ".join(f"{k} {sum(r['labels'][k] for r in rows) / n:.1f}" for k in (*CLASSES, "DontCare")),
         "mean ms per stage   " + "  ".join(f"{s} {result['mean_ms'][s]:.0f}" for s in STAGES),
         f"generate_frame      {result['frames_per_s']:.2f} frames/s  "
         f"({result['ms_per_frame']:.0f} ms a frame)",

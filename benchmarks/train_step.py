@@ -255,7 +255,7 @@ def main() -> int:
         f"{' (' + torch.cuda.get_device_name() + ')' if device.startswith('cuda') else ''}, "
         f"{args.threads} CPU thread(s), OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     )
-    from pgnn.data.synthetic import generate_dataset
+    from pgnn.data.synthetic.dataset import generate_dataset
 
     synth_dir = tempfile.TemporaryDirectory(prefix="pgnn-train-step-")
     generate_dataset(synth_dir.name, SYNTH_FRAMES, 0)

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from pgnn.data.synthetic import generate_dataset
+from pgnn.data.synthetic.dataset import generate_dataset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

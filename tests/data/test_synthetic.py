@@ -1,4 +1,4 @@
-"""Tests of the synthetic KITTI generator (pgnn/data/synthetic.py) and ``pgnn synth``."""
+"""Tests of the synthetic KITTI generator (pgnn/data/synthetic/) and ``pgnn synth``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,20 @@ from pydantic import ValidationError
 from pgnn import cli
 from pgnn.core.boxes import boxes_to_image_2d, points_in_boxes
 from pgnn.data import kitti
-from pgnn.data import synthetic as synth
+from pgnn.data.synthetic.calib import synthetic_calib
+from pgnn.data.synthetic.config import CLASSES, SynthConfig
+from pgnn.data.synthetic.dataset import (
+    SynthFrame,
+    generate_dataset,
+    generate_frame,
+    split_frame_ids,
+    write_frame,
+)
+from pgnn.data.synthetic.labels import occlusion_level
+from pgnn.data.synthetic.lidar import hdl64_elevations_deg, lidar_ray_directions
+from pgnn.data.synthetic.primitives import BOX, CYLINDER, ELLIPSOID, Primitives
+from pgnn.data.synthetic.raycast import cast_rays
+from pgnn.data.synthetic.road import ground_height, sample_ground
 
 SEED = 3
 N_FRAMES = 6  # in memory; the first two are also written to disk by the CLI
@@ -27,15 +40,15 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def frames() -> list[synth.SynthFrame]:
-    return [synth.generate_frame(i, SEED) for i in range(N_FRAMES)]
+def frames() -> list[SynthFrame]:
+    return [generate_frame(i, SEED) for i in range(N_FRAMES)]
 
 
 def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _label_object(frame: synth.SynthFrame) -> dict[int, int]:
+def _label_object(frame: SynthFrame) -> dict[int, int]:
     """Label row -> object row, for the labels that are not DontCare."""
     return {o.label_index: j for j, o in enumerate(frame.objects) if o.label_index >= 0 and not o.dontcare}
 
@@ -58,7 +71,7 @@ def test_dataset_has_kitti_layout(dataset: Path) -> None:
 
 
 def test_same_seed_writes_identical_bytes(dataset: Path, tmp_path: Path) -> None:
-    synth.generate_dataset(tmp_path / "again", 2, SEED)
+    generate_dataset(tmp_path / "again", 2, SEED)
     first, second = _files(dataset), _files(tmp_path / "again")
     assert len(first) == 13
     assert first.keys() == second.keys()
@@ -66,7 +79,7 @@ def test_same_seed_writes_identical_bytes(dataset: Path, tmp_path: Path) -> None
 
 
 def test_frames_do_not_depend_on_dataset_size(dataset: Path, tmp_path: Path) -> None:
-    synth.generate_dataset(tmp_path / "one", 1, SEED, val_fraction=0.0)
+    generate_dataset(tmp_path / "one", 1, SEED, val_fraction=0.0)
     one = _files(tmp_path / "one")
     two = _files(dataset)
     frame_files = [k for k in one if k.startswith("training")]
@@ -74,7 +87,7 @@ def test_frames_do_not_depend_on_dataset_size(dataset: Path, tmp_path: Path) -> 
     assert all(one[k] == two[k] for k in frame_files)
 
 
-def test_in_memory_frame_is_what_is_written(dataset: Path, frames: list[synth.SynthFrame]) -> None:
+def test_in_memory_frame_is_what_is_written(dataset: Path, frames: list[SynthFrame]) -> None:
     for frame in frames[:2]:
         velodyne = dataset / "training" / "velodyne" / f"{frame.frame_id}.bin"
         assert velodyne.read_bytes() == frame.points_velo.astype("<f4").tobytes()
@@ -82,8 +95,8 @@ def test_in_memory_frame_is_what_is_written(dataset: Path, frames: list[synth.Sy
         np.testing.assert_array_equal(image, frame.image)
 
 
-def test_another_seed_gives_another_frame(frames: list[synth.SynthFrame]) -> None:
-    other = synth.generate_frame(0, SEED + 1)
+def test_another_seed_gives_another_frame(frames: list[SynthFrame]) -> None:
+    other = generate_frame(0, SEED + 1)
     assert other.points_velo.shape != frames[0].points_velo.shape or not np.array_equal(
         other.points_velo, frames[0].points_velo
     )
@@ -92,7 +105,7 @@ def test_another_seed_gives_another_frame(frames: list[synth.SynthFrame]) -> Non
 
 def test_negative_seed_is_rejected() -> None:
     with pytest.raises(ValueError, match="seed"):
-        synth.generate_frame(0, -1)
+        generate_frame(0, -1)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -100,7 +113,7 @@ def test_negative_seed_is_rejected() -> None:
 
 
 def test_reader_finds_exactly_the_object_points_in_each_label_box(
-    dataset: Path, frames: list[synth.SynthFrame]
+    dataset: Path, frames: list[SynthFrame]
 ) -> None:
     checked_points = 0
     for frame in frames[:2]:
@@ -117,7 +130,7 @@ def test_reader_finds_exactly_the_object_points_in_each_label_box(
     assert checked_points > 500
 
 
-def test_every_object_box_holds_its_points_and_no_others_with_slack(frames: list[synth.SynthFrame]) -> None:
+def test_every_object_box_holds_its_points_and_no_others_with_slack(frames: list[SynthFrame]) -> None:
     for frame in frames:
         boxes = np.stack([o.box_rect for o in frame.objects])
         rect = kitti.points_velo_to_rect(frame.points_velo[:, :3], frame.calib)
@@ -130,7 +143,7 @@ def test_every_object_box_holds_its_points_and_no_others_with_slack(frames: list
         assert [o.num_points for o in frame.objects] == counts.tolist()
 
 
-def test_points_per_scan_and_in_view_are_kitti_like(frames: list[synth.SynthFrame]) -> None:
+def test_points_per_scan_and_in_view_are_kitti_like(frames: list[SynthFrame]) -> None:
     points = np.array([len(f.points_velo) for f in frames])
     in_view = np.array([int(f.fov.sum()) for f in frames])
     assert np.all((points >= 100_000) & (points <= 135_000)), points
@@ -155,7 +168,7 @@ def test_labels_parse_and_agree_with_their_boxes(dataset: Path) -> None:
         assert labels
         calib = kitti.read_calib(dataset / "training" / "calib" / f"{frame_id}.txt")
         for label in labels:
-            assert label.type in (*synth.CLASSES, "DontCare")
+            assert label.type in (*CLASSES, "DontCare")
             left, top, right, bottom = label.bbox
             assert 0.0 <= left < right <= W - 1 and 0.0 <= top < bottom <= H - 1
             if label.type == "DontCare":
@@ -173,18 +186,18 @@ def test_labels_parse_and_agree_with_their_boxes(dataset: Path) -> None:
         assert ordered == sorted(ordered)  # DontCare regions last, as in KITTI
 
 
-def test_occlusion_truncation_and_classes_all_occur(frames: list[synth.SynthFrame]) -> None:
+def test_occlusion_truncation_and_classes_all_occur(frames: list[SynthFrame]) -> None:
     labels = [lb for f in frames for lb in f.labels]
     objects = [lb for lb in labels if lb.type != "DontCare"]
     assert {lb.occluded for lb in objects} == {0, 1, 2, 3}
     assert any(lb.truncated > 0.0 for lb in objects) and any(lb.truncated == 0.0 for lb in objects)
-    assert {lb.type for lb in labels} == {*synth.CLASSES, "DontCare"}
+    assert {lb.type for lb in labels} == {*CLASSES, "DontCare"}
     levels = {kitti.difficulty(lb) for lb in objects}
     assert {0, 1, 2} <= levels
 
 
-def test_occlusion_follows_visible_fraction(frames: list[synth.SynthFrame]) -> None:
-    assert [synth.occlusion_level(v, 100) for v in (100, 80, 79, 40, 39, 10, 9, 0)] == [
+def test_occlusion_follows_visible_fraction(frames: list[SynthFrame]) -> None:
+    assert [occlusion_level(v, 100) for v in (100, 80, 79, 40, 39, 10, 9, 0)] == [
         0,
         0,
         1,
@@ -194,7 +207,7 @@ def test_occlusion_follows_visible_fraction(frames: list[synth.SynthFrame]) -> N
         3,
         3,
     ]
-    assert synth.occlusion_level(0, 0) == 3
+    assert occlusion_level(0, 0) == 3
     for frame in frames:
         for obj in frame.objects:
             if obj.label_index >= 0 and not obj.dontcare:
@@ -205,7 +218,7 @@ def test_occlusion_follows_visible_fraction(frames: list[synth.SynthFrame]) -> N
                 )
 
 
-def test_objects_stand_on_the_ground_within_kitti_like_sizes(frames: list[synth.SynthFrame]) -> None:
+def test_objects_stand_on_the_ground_within_kitti_like_sizes(frames: list[SynthFrame]) -> None:
     for frame in frames:
         for obj in frame.objects:
             x, y, z, l, h, w, _ = obj.box_rect
@@ -219,9 +232,7 @@ def test_objects_stand_on_the_ground_within_kitti_like_sizes(frames: list[synth.
 # painted points, image, calib, splits
 
 
-def test_painted_rows_are_the_points_in_view_with_scores(
-    dataset: Path, frames: list[synth.SynthFrame]
-) -> None:
+def test_painted_rows_are_the_points_in_view_with_scores(dataset: Path, frames: list[SynthFrame]) -> None:
     for frame in frames[:2]:
         painted = kitti.read_painted(dataset / "training" / "painted_lidar" / f"{frame.frame_id}.npy")
         np.testing.assert_array_equal(painted, frame.painted)
@@ -235,7 +246,7 @@ def test_painted_rows_are_the_points_in_view_with_scores(
         assert len(kitti.load_frame(dataset, frame.frame_id, painted=True).points_rect) == len(painted)
 
 
-def test_image_is_a_street_picture(frames: list[synth.SynthFrame]) -> None:
+def test_image_is_a_street_picture(frames: list[SynthFrame]) -> None:
     for frame in frames[:3]:
         image = frame.image.astype(np.float64)
         assert frame.image.shape == (H, W, 3) and frame.image.dtype == np.uint8
@@ -264,10 +275,10 @@ def test_split_files_partition_the_frames(dataset: Path) -> None:
         == kitti.read_split(dataset / "ImageSets" / "trainval.txt")
         == ["000000", "000001"]
     )
-    train, val = synth.split_frame_ids(10, 0, 0.3)
+    train, val = split_frame_ids(10, 0, 0.3)
     assert len(val) == 3 and sorted(train + val) == [f"{i:06d}" for i in range(10)]
-    assert synth.split_frame_ids(10, 0, 0.3) == (train, val)
-    assert synth.split_frame_ids(5, 0, 0.0)[1] == [] and synth.split_frame_ids(5, 0, 1.0)[0] == []
+    assert split_frame_ids(10, 0, 0.3) == (train, val)
+    assert split_frame_ids(5, 0, 0.0)[1] == [] and split_frame_ids(5, 0, 1.0)[0] == []
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -275,10 +286,10 @@ def test_split_files_partition_the_frames(dataset: Path) -> None:
 
 
 def test_hdl64_beams_and_rays() -> None:
-    elevation = synth.hdl64_elevations_deg()
+    elevation = hdl64_elevations_deg()
     assert elevation.shape == (64,) and elevation[0] == 2.0 and abs(elevation[-1] + 24.33) < 1e-9
     assert np.all(np.diff(elevation) < 0)
-    dirs = synth.lidar_ray_directions(synth.SynthConfig(), 0.0)
+    dirs = lidar_ray_directions(SynthConfig(), 0.0)
     assert dirs.shape == (64, 2250, 3)
     np.testing.assert_allclose(np.linalg.norm(dirs, axis=-1), 1.0)
 
@@ -289,20 +300,18 @@ def _toy_ground() -> np.ndarray:
     return ground
 
 
-def _cast(prims: synth.Primitives, dirs: np.ndarray, n_objects: int = 2) -> tuple[np.ndarray, ...]:
-    return synth.cast_rays(np.zeros(3), dirs[:, None, :], prims.arrays(), _toy_ground(), 100.0, n_objects)
+def _cast(prims: Primitives, dirs: np.ndarray, n_objects: int = 2) -> tuple[np.ndarray, ...]:
+    return cast_rays(np.zeros(3), dirs[:, None, :], prims.arrays(), _toy_ground(), 100.0, n_objects)
 
 
 def test_ray_caster_hits_each_primitive_at_its_surface() -> None:
-    prims = synth.Primitives()
+    prims = Primitives()
     frame = np.concatenate([np.eye(3), -np.array([[10.0], [0.0], [0.0]])], axis=1)  # origin at x = 10
-    prims.add(synth.BOX, frame, (0.0, 0.0, 0.0), np.eye(3), (1.0, 1.0, 1.0), 0, 0.5, (1.0, 1.0, 1.0))
+    prims.add(BOX, frame, (0.0, 0.0, 0.0), np.eye(3), (1.0, 1.0, 1.0), 0, 0.5, (1.0, 1.0, 1.0))
     frame_y = np.concatenate([np.eye(3), -np.array([[0.0], [10.0], [0.0]])], axis=1)  # origin at y = 10
-    prims.add(synth.CYLINDER, frame_y, (0.0, 0.0, 0.0), np.eye(3), (0.5, 2.0, 0.0), 1, 0.5, (1.0, 1.0, 1.0))
+    prims.add(CYLINDER, frame_y, (0.0, 0.0, 0.0), np.eye(3), (0.5, 2.0, 0.0), 1, 0.5, (1.0, 1.0, 1.0))
     frame_back = np.concatenate([np.eye(3), -np.array([[-10.0], [0.0], [0.0]])], axis=1)  # origin at x = -10
-    prims.add(
-        synth.ELLIPSOID, frame_back, (0.0, 0.0, 0.0), np.eye(3), (2.0, 1.0, 1.0), -1, 0.5, (1.0, 1.0, 1.0)
-    )
+    prims.add(ELLIPSOID, frame_back, (0.0, 0.0, 0.0), np.eye(3), (2.0, 1.0, 1.0), -1, 0.5, (1.0, 1.0, 1.0))
     down = np.array([math.sqrt(0.5), 0.0, -math.sqrt(0.5)])
     dirs = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], down, [0.0, -1.0, 0.1]])
     dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
@@ -315,10 +324,10 @@ def test_ray_caster_hits_each_primitive_at_its_surface() -> None:
 
 
 def test_ray_caster_counts_hidden_objects_as_expected_not_first() -> None:
-    prims = synth.Primitives()
+    prims = Primitives()
     for owner, x in ((0, 10.0), (1, 20.0)):
         frame = np.concatenate([np.eye(3), -np.array([[x], [0.0], [0.0]])], axis=1)
-        prims.add(synth.BOX, frame, (0.0, 0.0, 0.0), np.eye(3), (1.0, 1.0, 1.0), owner, 0.5, (1.0, 1.0, 1.0))
+        prims.add(BOX, frame, (0.0, 0.0, 0.0), np.eye(3), (1.0, 1.0, 1.0), owner, 0.5, (1.0, 1.0, 1.0))
     t, hit, _, expected = _cast(prims, np.array([[1.0, 0.0, 0.0]]))
     assert hit.tolist() == [0] and t[0] == pytest.approx(9.0)
     assert expected.tolist() == [1, 1]
@@ -326,13 +335,13 @@ def test_ray_caster_counts_hidden_objects_as_expected_not_first() -> None:
 
 def test_ground_undulation_is_hit_on_its_surface() -> None:
     rng = np.random.default_rng(0)
-    ground = synth.sample_ground(rng, 1.73)
-    dirs = synth.lidar_ray_directions(synth.SynthConfig(azimuth_step_deg=1.0), 0.3)
-    t, hit, _, _ = synth.cast_rays(np.zeros(3), dirs, synth.Primitives().arrays(), ground, 120.0, 0)
+    ground = sample_ground(rng, 1.73)
+    dirs = lidar_ray_directions(SynthConfig(azimuth_step_deg=1.0), 0.3)
+    t, hit, _, _ = cast_rays(np.zeros(3), dirs, Primitives().arrays(), ground, 120.0, 0)
     on_ground = hit == -1
     assert on_ground.sum() > 15_000  # of 23,040 rays: all but the upper lasers
     xyz = dirs.reshape(-1, 3)[on_ground] * t[on_ground, None]
-    np.testing.assert_allclose(xyz[:, 2], synth.ground_height(ground, xyz[:, 0], xyz[:, 1]), atol=1e-6)
+    np.testing.assert_allclose(xyz[:, 2], ground_height(ground, xyz[:, 0], xyz[:, 1]), atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -341,18 +350,18 @@ def test_ground_undulation_is_hit_on_its_surface() -> None:
 
 def test_config_is_validated() -> None:
     with pytest.raises(ValidationError):
-        synth.SynthConfig(cars=(5, 3))
+        SynthConfig(cars=(5, 3))
     with pytest.raises(ValidationError):
-        synth.SynthConfig(unknown=1)  # type: ignore[call-arg]
+        SynthConfig(unknown=1)  # type: ignore[call-arg]
 
 
 def test_empty_scene_still_makes_a_valid_frame(tmp_path: Path) -> None:
-    config = synth.SynthConfig(cars=(0, 0), vans=(0, 0), pedestrians=(0, 0), cyclists=(0, 0),
+    config = SynthConfig(cars=(0, 0), vans=(0, 0), pedestrians=(0, 0), cyclists=(0, 0),
                                distant_vehicles=(0, 0))  # fmt: skip
-    frame = synth.generate_frame(0, 0, config)
+    frame = generate_frame(0, 0, config)
     assert frame.labels == [] and frame.objects == () and np.all(frame.point_object_id == -1)
     assert np.mean(frame.painted[:, 4:].argmax(axis=1) == 0) > 0.999
-    synth.write_frame(tmp_path, frame)
+    write_frame(tmp_path, frame)
     loaded = kitti.load_frame(tmp_path, "000000", painted=True)
     assert loaded.labels == [] and len(loaded.points_rect) == int(frame.fov.sum())
 
@@ -365,11 +374,11 @@ def test_cli_rejects_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_jittered_calib_keeps_boxes_exact(tmp_path: Path) -> None:
-    frame = synth.generate_frame(1, SEED, synth.SynthConfig(calib_jitter_deg=0.5))
+    frame = generate_frame(1, SEED, SynthConfig(calib_jitter_deg=0.5))
     assert not np.allclose(
-        frame.calib.Tr_velo_to_cam, synth.synthetic_calib(np.random.default_rng(0), 0.0).Tr_velo_to_cam
+        frame.calib.Tr_velo_to_cam, synthetic_calib(np.random.default_rng(0), 0.0).Tr_velo_to_cam
     )
-    synth.write_frame(tmp_path, frame)
+    write_frame(tmp_path, frame)
     loaded = kitti.load_frame(tmp_path, frame.frame_id)  # read_calib checks the rotations
     rows = _label_object(frame)
     inside = points_in_boxes(loaded.points_rect, kitti.labels_to_boxes([loaded.labels[r] for r in rows]))

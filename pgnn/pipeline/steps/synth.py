@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgnn.config.params import Params, SyntheticConfig
-from pgnn.data.synthetic import generate_dataset
+from pgnn.data.synthetic.dataset import generate_dataset
 from pgnn.pipeline.stages import Layout
 
 
