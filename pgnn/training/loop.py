@@ -52,12 +52,12 @@ from pgnn.config.network import LossConfig
 from pgnn.config.training import OPTIMIZER_DEFAULTS, RESUMABLE_CHANGES, TrainConfig
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_open
+from pgnn.nn.graph_input import GraphInput, collate_graphs, graph_input_from_arrays
 from pgnn.nn.losses import LossNormaliser, compute_loss, loss_counts, regularized_parameters
 from pgnn.training.metrics import VertexMetricsAccumulator
 
-if TYPE_CHECKING:  # pgnn.nn.model imports torch_geometric: loaded when training starts, not on import
+if TYPE_CHECKING:
     from pgnn.config.network import ModelConfig
-    from pgnn.nn.model import GraphInput
 
 log = logging.getLogger(__name__)
 
@@ -197,13 +197,11 @@ def _targets(
 def collate_records(items: Sequence[tuple[int, Mapping[str, np.ndarray]]]) -> TrainBatch:
     """Frames -> one batch: graphs via ``collate_graphs``, targets concatenated in the same vertex order.
 
-    Each record holds the graph arrays read by :func:`pgnn.nn.model.graph_input_from_arrays` (``features``,
-    ``vertex_coord_i``, ``keypoint_indices_i``, ``edges_i``) and targets over the output vertices (the rows
-    of ``vertex_coord_1``, which the last level repeats): ``cls_labels`` (N,), ``box_targets`` (N, D),
-    ``valid_box`` (N,).
+    Each record holds the graph arrays read by :func:`pgnn.nn.graph_input.graph_input_from_arrays`
+    (``features``, ``vertex_coord_i``, ``keypoint_indices_i``, ``edges_i``) and targets over the output
+    vertices (the rows of ``vertex_coord_1``, which the last level repeats): ``cls_labels`` (N,),
+    ``box_targets`` (N, D), ``valid_box`` (N,).
     """
-    from pgnn.nn.model import collate_graphs, graph_input_from_arrays
-
     graphs, labels, boxes, valids = [], [], [], []
     for index, record in items:
         frame = f" (frame {record['frame_id']})" if "frame_id" in record else ""

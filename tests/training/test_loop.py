@@ -100,7 +100,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from pgnn.nn.losses import LossConfig
-from pgnn.nn.model import ModelConfig
+from pgnn.config.network import ModelConfig
 from pgnn.training.loop import TrainConfig, train
 
 records = [dict(np.load(p)) for p in sorted(Path(sys.argv[1]).glob("*.npz"))]
