@@ -82,7 +82,8 @@ def main() -> None:
     from pgnn.data.kitti import labels_to_boxes, load_frame
     from pgnn.graphs.cache import GraphCache, write_graph_shard
     from pgnn.graphs.records import graph_record
-    from pgnn.nn.model import PointGNN, collate_graphs, graph_input_from_arrays
+    from pgnn.nn.graph_input import collate_graphs, graph_input_from_arrays
+    from pgnn.nn.model import PointGNN
     from pgnn.training.dataset import AugmentedRecords, augment_rng
 
     torch.set_num_threads(1)

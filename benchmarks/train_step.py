@@ -62,7 +62,7 @@ def rss_mb() -> float:
 
 
 def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None):  # noqa: ANN201
-    from pgnn.nn.model import graph_input_from_arrays
+    from pgnn.nn.graph_input import graph_input_from_arrays
 
     if kind == "synth":
         from pgnn.config.params import Params
@@ -97,7 +97,8 @@ def run_case(case: dict) -> dict:
     import torch
 
     from pgnn.config.network import MODEL_PRESETS
-    from pgnn.nn.model import PointGNN, collate_graphs
+    from pgnn.nn.graph_input import collate_graphs
+    from pgnn.nn.model import PointGNN
 
     torch.set_num_threads(case["threads"])
     device = case["device"]
@@ -145,7 +146,7 @@ def edge_mlp_rate(device: str, threads: int, frame: str = "000002") -> list[tupl
     import torch
 
     from pgnn.config.network import MODEL_PRESETS
-    from pgnn.nn.model import DEFAULT_EDGES_PER_CHUNK, PointGNNConv
+    from pgnn.nn.conv import DEFAULT_EDGES_PER_CHUNK, PointGNNConv
 
     torch.set_num_threads(threads)
     graph = load_graph(frame, "runtime", device)

@@ -190,7 +190,7 @@ def run_network(
     """
     import torch
 
-    from pgnn.nn.model import graph_input_from_arrays
+    from pgnn.nn.graph_input import graph_input_from_arrays
 
     g = graph_input_from_arrays(graph, device, source=source)
     with torch.inference_mode():

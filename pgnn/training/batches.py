@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from pgnn.core.errors import DataError
-from pgnn.nn.model import GraphInput
+from pgnn.nn.graph_input import GraphInput, collate_graphs, graph_input_from_arrays
 
 
 class RecordSource(Protocol):
@@ -115,7 +115,6 @@ def collate_records(items: Sequence[tuple[int, Mapping[str, np.ndarray]]]) -> Tr
     of ``vertex_coord_1``, which the last level repeats): ``cls_labels`` (N,), ``box_targets`` (N, D),
     ``valid_box`` (N,).
     """
-    from pgnn.nn.model import collate_graphs, graph_input_from_arrays
 
     graphs, labels, boxes, valids = [], [], [], []
     for index, record in items:

@@ -20,7 +20,8 @@ from pgnn.nn.checkpoint import (
     make_checkpoint,
     save_checkpoint,
 )
-from pgnn.nn.model import PointGNN, graph_input_from_arrays
+from pgnn.nn.graph_input import graph_input_from_arrays
+from pgnn.nn.model import PointGNN
 
 SMALL = ModelConfig(
     point_mlp=(8,),

@@ -1,4 +1,4 @@
-"""Toy-graph tests of the Point-GNN modules (pgnn/nn/model.py)."""
+"""Toy-graph tests of the Point-GNN modules (pgnn/nn/model.py and the layers it assembles)."""
 
 from __future__ import annotations
 
@@ -12,26 +12,15 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import scatter
 
+import pgnn.nn.conv
 import pgnn.nn.model
 from pgnn.config.network import MODEL_PRESETS, GNNLayerConfig, ModelConfig
 from pgnn.core.errors import DataError
-from pgnn.nn.model import (
-    INITIALIZERS,
-    MLP,
-    EdgeChunk,
-    GraphInput,
-    LinearInit,
-    PointGNN,
-    PointGNNConv,
-    PointSetPooling,
-    collate_graphs,
-    count_parameters,
-    destination_chunks,
-    graph_input_from_arrays,
-    linear,
-    relative_edge_layer,
-    segment_max,
-)
+from pgnn.nn.conv import PointGNNConv, PointSetPooling
+from pgnn.nn.graph_input import GraphInput, collate_graphs, graph_input_from_arrays
+from pgnn.nn.layers import INITIALIZERS, MLP, LinearInit, linear
+from pgnn.nn.model import PointGNN, count_parameters
+from pgnn.nn.segment import EdgeChunk, destination_chunks, relative_edge_layer, segment_max
 
 TINY = ModelConfig(
     num_classes=3,
@@ -398,7 +387,9 @@ def test_edges_are_split_once_per_level(graph: GraphInput, monkeypatch: pytest.M
         calls.append(edge_index.shape[1])
         return destination_chunks(edge_index, num_dst, max_edges)
 
+    # PointGNN splits each level's edges; the convs would split again only without the chunks it passes.
     monkeypatch.setattr(pgnn.nn.model, "destination_chunks", counting)
+    monkeypatch.setattr(pgnn.nn.conv, "destination_chunks", counting)
     PointGNN(TINY, generator=seeded(), max_edges_per_chunk=16)(graph)  # two GNN iterations
     assert calls == [len(graph.edges[0]), len(graph.edges[1])]
 

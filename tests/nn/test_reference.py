@@ -29,7 +29,8 @@ from pgnn.cli import main as cli_main
 from pgnn.config.network import MODEL_PRESETS, GNNLayerConfig, ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.nn.checkpoint import load_model
-from pgnn.nn.model import PointGNN, graph_input_from_arrays
+from pgnn.nn.graph_input import graph_input_from_arrays
+from pgnn.nn.model import PointGNN
 from pgnn.nn.weights import (
     checkpoint_from_released_weights,
     load_original_config,

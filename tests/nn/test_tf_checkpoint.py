@@ -20,12 +20,11 @@ import torch
 
 from pgnn.cli import main as cli_main
 from pgnn.core.errors import DataError
+from pgnn.nn.tf_bundle_format import crc32c, mask_crc
 from pgnn.nn.tf_checkpoint import (
     checkpoint_prefix,
-    crc32c,
     data_shard_path,
     index_path,
-    mask_crc,
     read_bundle_index,
     read_tf_checkpoint,
 )
