@@ -327,7 +327,7 @@ def _write_npz_compressed_per_frame(records: Sequence[Record], folder: Path, nam
 def compact_record(record: Mapping[str, np.ndarray]) -> Record:
     """``edges_i`` (E, 2) int32 -> ``edges_i.src`` (E,) uint16 (uint32 from 65,536 sources) and
     ``edges_i.count`` (N_{i+1},) int32 edges per destination. Lossless for edges grouped by destination in
-    order, as ``pgnn.graphs.build.radius_edges`` makes them.
+    order, as ``pgnn.graphs.radius.radius_edges`` makes them.
     """
     out = dict(record)
     level = 0

@@ -44,8 +44,9 @@ import numpy as np  # noqa: E402
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig  # noqa: E402
 from pgnn.data import kitti  # noqa: E402
-from pgnn.graphs.build import downsample_levels, radius_edges  # noqa: E402
+from pgnn.graphs.radius import radius_edges  # noqa: E402
 from pgnn.graphs.targets import assign_targets  # noqa: E402
+from pgnn.graphs.voxel import downsample_levels  # noqa: E402
 
 SHARED = Path(os.environ.get("PGNN_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"
 REAL_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")

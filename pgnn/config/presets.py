@@ -29,7 +29,7 @@ from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
-from pgnn.data.gt_db import GtSampleConfig
+from pgnn.data.gt_paste import GtSampleConfig
 from pgnn.graphs.features import FEATURE_WIDTHS
 from pgnn.graphs.targets import method_class_names, num_classes
 
@@ -196,7 +196,8 @@ def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
 
 def _gt_sampling(base: GtSampleConfig | None, section: Mapping[str, Any]) -> GtSampleConfig | None:
     """The preset's ground-truth sampling with params.yaml's ``gt_sampling`` section applied: ``enabled``
-    (null: the preset's choice) and any :class:`pgnn.data.gt_db.GtSampleConfig` keys (null: the default)."""
+    (null: the preset's choice) and any :class:`pgnn.data.gt_paste.GtSampleConfig` keys (null: the
+    default)."""
     settings = dict(section)
     enabled = settings.pop("enabled", None)
     start = base if base is not None else GtSampleConfig()

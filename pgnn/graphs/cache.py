@@ -8,7 +8,7 @@ record. Shards are written with stable bytes (:mod:`pgnn.graphs.npzstore`) and r
 frame back costs well under a millisecond plus the copy.
 
 Edges, most of a record's bytes, are stored as CSR when they come grouped by destination (as
-``pgnn.graphs.build.radius_edges`` writes them): ``<edges>.src`` (uint16 when the sources fit, else uint32)
+``pgnn.graphs.radius.radius_edges`` writes them): ``<edges>.src`` (uint16 when the sources fit, else uint32)
 and
 ``<edges>.count`` (edges per destination vertex), 2.5x smaller than (E, 2) int32 and rebuilt exactly on read.
 

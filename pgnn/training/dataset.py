@@ -20,7 +20,7 @@ before each fetch). With nothing to augment (no steps, no sampling) the record i
 :func:`pgnn.graphs.records.frame_rng` and so the
 same every epoch.
 
-Attributes stay with their points. The frame's points become a :class:`pgnn.data.augment.PointSet` whose
+Attributes stay with their points. The frame's points become a :class:`pgnn.data.points.PointSet` whose
 attribute columns (intensity, r, g, b and, for painted frames, the four PointPainting scores) every op
 drops, reorders and pastes with the coordinates; the input features are then read from those columns
 (:func:`point_columns`), never from the frame's original arrays.
@@ -49,9 +49,11 @@ from typing import Any
 import numpy as np
 
 from pgnn.core.errors import DataError
-from pgnn.data.augment import AugmentConfig, PointSet, apply_augmentations, point_set_from_frame
-from pgnn.data.gt_db import GtDatabase, GtSampleConfig, read_gt_db, sample_and_paste
+from pgnn.data.augment import AugmentConfig, apply_augmentations
+from pgnn.data.gt_db import GtDatabase, read_gt_db
+from pgnn.data.gt_paste import GtSampleConfig, sample_and_paste
 from pgnn.data.kitti import PAINTED_CLASSES, Frame, labels_to_boxes
+from pgnn.data.points import PointSet, point_set_from_frame
 from pgnn.data.prepare import PreparedFrames
 from pgnn.graphs.records import AUGMENT_STREAM, frame_rng, scene_record
 
@@ -81,7 +83,7 @@ def augment_rng(seed: int, epoch: int, frame_id: str) -> np.random.Generator:
 def point_columns(points: PointSet) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The intensity, image colours and painted scores of a point set, read by its attribute names.
 
-    Unnamed columns are taken in :func:`pgnn.data.augment.point_set_from_frame`'s order (4 or 8 columns).
+    Unnamed columns are taken in :func:`pgnn.data.points.point_set_from_frame`'s order (4 or 8 columns).
 
     Shapes:
         points: N points -> intensity (N,), rgb (N, 3), scores (N, 4) or None, float32

@@ -1,5 +1,5 @@
-"""Tests for pgnn.data.augment: every op keeps points, attributes and boxes together, is seeded, and means what the
-original's op meant."""
+"""Tests for pgnn.data.augment and its ops (augment_ops, augment_box_ops): every op keeps points, attributes
+and boxes together, is seeded, and means what the original's op meant."""
 
 from __future__ import annotations
 
@@ -9,17 +9,22 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from pgnn.core.boxes import expand_boxes, iou_3d, points_in_boxes
 from pgnn.data.augment import (
     AUGMENT_OPS,
     ORIGINAL_CAR_AUGMENT,
     AugmentConfig,
-    PointSet,
     apply_augmentations,
-    dilute_background,
     from_original_configs,
+)
+from pgnn.data.augment_box_ops import (
+    dilute_background,
     random_box_global_rotation,
     random_box_rotation,
     random_box_shift,
+    remove_background,
+)
+from pgnn.data.augment_ops import (
     random_drop,
     random_flip_all,
     random_global_drop,
@@ -28,11 +33,8 @@ from pgnn.data.augment import (
     random_scale_all,
     random_transition,
     random_voxel_downsample,
-    remove_background,
-    rotation_y,
-    wrap_angle,
 )
-from pgnn.core.boxes import expand_boxes, iou_3d, points_in_boxes
+from pgnn.data.points import PointSet, rotation_y, wrap_angle
 
 # The original's configs/car_auto_T3_train_train_config "data_aug_configs", verbatim.
 ORIGINAL_T3_DATA_AUG = [

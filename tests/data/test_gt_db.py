@@ -1,4 +1,5 @@
-"""Tests for pgnn.data.gt_db: the ground-truth database (build, parquet round trip) and collision-free pasting."""
+"""Tests for pgnn.data.gt_db and pgnn.data.gt_paste: the ground-truth database (build, parquet round trip) and
+collision-free pasting."""
 
 from __future__ import annotations
 
@@ -7,19 +8,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pgnn.data.augment import PointSet, point_set_from_frame, rotation_y
 from pgnn.core.boxes import expand_boxes, iou_bev, points_in_boxes
-from pgnn.data.kitti import Calib, Frame, Label, difficulty, labels_to_boxes, load_frame
 from pgnn.core.errors import DataError
-from pgnn.data.gt_db import (
-    GtDatabase,
-    GtSampleConfig,
-    build_gt_db,
-    estimate_ground_y,
-    read_gt_db,
-    sample_and_paste,
-    write_gt_db,
-)
+from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db, write_gt_db
+from pgnn.data.gt_paste import GtSampleConfig, estimate_ground_y, sample_and_paste
+from pgnn.data.kitti import Calib, Frame, Label, difficulty, labels_to_boxes, load_frame
+from pgnn.data.points import PointSet, point_set_from_frame, rotation_y
 
 CALIB = Calib(
     P0=np.zeros((3, 4)),

@@ -1,4 +1,4 @@
-"""Tests of pgnn.graphs.build and the ``pgnn graph`` command.
+"""Tests of pgnn.graphs.build (with .voxel, .kdtree, .radius) and the ``pgnn graph`` command.
 
 The strong checks run on real KITTI frames: the runtime ('center') graph reproduces the original's keypoints
 and edge sets of the reference data exactly, and every radius search equals scikit-learn's
@@ -19,8 +19,10 @@ from sklearn.neighbors import BallTree, KDTree
 from pgnn.cli import main as cli_main
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, GraphLevelConfig
 from pgnn.data.kitti import load_frame
-from pgnn.graphs import build as G
-from pgnn.graphs.build import build_graph, radius_edges
+from pgnn.graphs.build import build_graph
+from pgnn.graphs.kdtree import _kd_build, snap_to_nearest
+from pgnn.graphs.radius import radius_edges
+from pgnn.graphs.voxel import downsample_levels, downsample_random, voxel_centroids
 
 REFERENCE_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
 SAMPLE_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000008", "000114", "000134")
@@ -89,7 +91,7 @@ def test_kd_replica_matches_sklearn_tree_layout_and_ties(pointgnn_reference: Pat
     for cloud in clouds:
         tree = KDTree(cloud, leaf_size=30)
         _, idx_array, node_data, bounds = tree.get_arrays()
-        mine = G._kd_build(cloud, 30)
+        mine = _kd_build(cloud, 30)
         np.testing.assert_array_equal(mine[0], idx_array)
         np.testing.assert_array_equal(mine[1], node_data["idx_start"])
         np.testing.assert_array_equal(mine[4], bounds[0])
@@ -97,7 +99,7 @@ def test_kd_replica_matches_sklearn_tree_layout_and_ties(pointgnn_reference: Pat
         b = cloud[rng.integers(0, len(cloud), 300)]
         queries = np.concatenate([(a + b) / 2, a, rng.random((50, 3)) * 5])  # midpoints: exact ties
         expected = tree.query(queries, k=1, return_distance=False)[:, 0]
-        np.testing.assert_array_equal(G.snap_to_nearest(cloud, queries), expected)
+        np.testing.assert_array_equal(snap_to_nearest(cloud, queries), expected)
 
 
 def test_voxel_centroids_are_float64_means_in_open3d_cells() -> None:
@@ -105,7 +107,7 @@ def test_voxel_centroids_are_float64_means_in_open3d_cells() -> None:
     points = (rng.random((5000, 3)) * [30, 4, 40]).astype(np.float32)
     voxel = 0.4
     origin = points.astype(np.float64).min(axis=0) - voxel / 2
-    got = G.voxel_centroids(points, voxel, origin)
+    got = voxel_centroids(points, voxel, origin)
     cells = np.floor((points.astype(np.float64) - origin) / voxel).astype(np.int64)
     _, first, inverse = np.unique(cells, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -125,7 +127,7 @@ def test_radius_edges_equal_sklearn_radius_neighbors(kitti_sample: Path, frame_i
     rng = np.random.default_rng(int(frame_id))
     for preset in ("car", "ped_cyc"):
         cfg = GRAPH_PRESETS[preset]
-        coords, _ = G.downsample_levels(points, cfg, rng)
+        coords, _ = downsample_levels(points, cfg, rng)
         for i, level in enumerate(cfg.levels):
             got = radius_edges(coords[i], coords[i + 1], level.radius)  # no cap: the full sets
             assert got.dtype == np.int32
@@ -211,13 +213,13 @@ def test_random_downsampling_picks_one_point_per_occupied_voxel_uniformly() -> N
     points = rng.random((3000, 3)) * 5.0
     origin = points.min(axis=0)
     cells = np.floor((points - origin) / 0.8).astype(np.int64)
-    picks = G.downsample_random(points, 0.8, origin, rng)
+    picks = downsample_random(points, 0.8, origin, rng)
     picked_cells = {tuple(c) for c in cells[picks]}
     assert len(picked_cells) == len(picks) == len({tuple(c) for c in cells})
     # uniform within a voxel: a 4-point voxel's points are each picked about a quarter of the time
     four = np.array([[0.1, 0.1, 0.1], [0.2, 0.1, 0.1], [0.3, 0.1, 0.1], [0.4, 0.1, 0.1]])
     counts = np.bincount(
-        [G.downsample_random(four, 0.8, np.zeros(3), np.random.default_rng(s))[0] for s in range(2000)],
+        [downsample_random(four, 0.8, np.zeros(3), np.random.default_rng(s))[0] for s in range(2000)],
         minlength=4,
     )
     assert counts.min() > 400 and counts.max() < 600

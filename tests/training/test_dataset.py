@@ -26,7 +26,8 @@ from pgnn.core.boxes import expand_boxes, points_in_boxes
 from pgnn.core.errors import DataError
 from pgnn.core.shards import run_plan
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
-from pgnn.data.gt_db import GtDatabase, GtSampleConfig, build_gt_db, read_gt_db
+from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db
+from pgnn.data.gt_paste import GtSampleConfig
 from pgnn.data.kitti import Frame, labels_to_boxes
 from pgnn.data.prepare import PreparedFrames, prepare_plan, read_prepared_dir
 from pgnn.graphs.records import graph_record
@@ -199,7 +200,7 @@ def test_pasted_objects_get_targets(frames: list[Frame], gt_db: GtDatabase) -> N
 
 
 def test_point_columns_by_name_and_unnamed(frames: list[Frame]) -> None:
-    from pgnn.data.augment import PointSet, point_set_from_frame
+    from pgnn.data.points import PointSet, point_set_from_frame
 
     painted = _tagged(frames[0])
     points = point_set_from_frame(painted)
