@@ -456,14 +456,17 @@ def difficulty(label: Label) -> int:
         return -1
     height = label.bbox[3] - label.bbox[1]
     for level in range(3):
-        if (height > MIN_HEIGHT[level] and label.occluded <= MAX_OCCLUSION[level]
-                and label.truncated <= MAX_TRUNCATION[level]):
+        if (
+            height > MIN_HEIGHT[level]
+            and label.occluded <= MAX_OCCLUSION[level]
+            and label.truncated <= MAX_TRUNCATION[level]
+        ):
             return level
     return -1
 
 
 def difficulty_name(level: int) -> str:
-    """"easy" / "moderate" / "hard" for 0 / 1 / 2, "none" for -1."""
+    """ "easy" / "moderate" / "hard" for 0 / 1 / 2, "none" for -1."""
     return DIFFICULTY_NAMES[level] if 0 <= level < 3 else "none"
 
 

@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pgnn.data.kitti import Calib, Frame, Label, frame_paths, load_frame
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_path, sha256_file
 from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
+from pgnn.data.kitti import Calib, Frame, Label, frame_paths, load_frame
 
 SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
 _META_KEY = b"pgnn.frames"

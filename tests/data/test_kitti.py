@@ -14,17 +14,30 @@ import pytest
 from PIL import Image
 
 from pgnn.cli import main as cli_main
+from pgnn.core.errors import DataError
 from pgnn.data import kitti
 from pgnn.data.kitti import Calib, Label
-from pgnn.core.errors import DataError
 
 SAMPLE_IDS = ("000000", "000001", "000002", "000003", "000004", "000005", "000008", "000114", "000134")
 
 
-def _make_label(top: float = 100.0, bottom: float = 150.0, occluded: int = 0, truncated: float = 0.0,
-                kind: str = "Car") -> Label:
-    return Label(type=kind, truncated=truncated, occluded=occluded, alpha=0.0, bbox=(10.0, top, 60.0, bottom),
-                 h=1.5, w=1.6, l=3.9, x=1.0, y=1.7, z=20.0, ry=0.3)
+def _make_label(
+    top: float = 100.0, bottom: float = 150.0, occluded: int = 0, truncated: float = 0.0, kind: str = "Car"
+) -> Label:
+    return Label(
+        type=kind,
+        truncated=truncated,
+        occluded=occluded,
+        alpha=0.0,
+        bbox=(10.0, top, 60.0, bottom),
+        h=1.5,
+        w=1.6,
+        l=3.9,
+        x=1.0,
+        y=1.7,
+        z=20.0,
+        ry=0.3,
+    )
 
 
 def _copy_frame(kitti_sample: Path, dest_root: Path, frame_id: str, kinds: tuple[str, ...]) -> Path:
@@ -70,16 +83,18 @@ def test_fov_crop_keeps_every_row_of_reduced_scans(kitti_sample: Path, frame_id:
 
 def test_fov_mask_boundaries_on_synthetic_calib() -> None:
     calib = _simple_calib()  # f = 10 px, principal point (50, 25): u = 10 x / z + 50, v = 10 y / z + 25
-    xyz_rect = np.array([
-        [0.0, 0.0, 10.0],  # centre: in
-        [0.0, 0.0, -10.0],  # behind: out
-        [0.0, 0.0, 0.0],  # w = 0: out
-        [-50.0, 0.0, 10.0],  # u = 0: in
-        [50.0, 0.0, 10.0],  # u = W: out
-        [0.0, -25.0, 10.0],  # v = 0: in
-        [0.0, 25.0, 10.0],  # v = H: out
-        [-50.1, 0.0, 10.0],  # u < 0: out
-    ])
+    xyz_rect = np.array(
+        [
+            [0.0, 0.0, 10.0],  # centre: in
+            [0.0, 0.0, -10.0],  # behind: out
+            [0.0, 0.0, 0.0],  # w = 0: out
+            [-50.0, 0.0, 10.0],  # u = 0: in
+            [50.0, 0.0, 10.0],  # u = W: out
+            [0.0, -25.0, 10.0],  # v = 0: in
+            [0.0, 25.0, 10.0],  # v = H: out
+            [-50.1, 0.0, 10.0],  # u < 0: out
+        ]
+    )
     uv, depth = kitti.points_rect_to_image(xyz_rect, calib)
     assert np.allclose(uv[[0, 3, 4, 5, 6]], [[50, 25], [0, 25], [100, 25], [50, 0], [50, 50]])
     assert depth.tolist() == [10, -10, 0, 10, 10, 10, 10, 10]
@@ -186,8 +201,17 @@ def test_all_7481_training_label_files_parse(shared_data: Path) -> None:
     assert levels == expected_levels
     assert sum(classes.values()) == 51865
     # the well-known KITTI training-set totals
-    known = {"Car": 28742, "DontCare": 11295, "Pedestrian": 4487, "Van": 2914, "Cyclist": 1627, "Truck": 1094,
-             "Misc": 973, "Tram": 511, "Person_sitting": 222}
+    known = {
+        "Car": 28742,
+        "DontCare": 11295,
+        "Pedestrian": 4487,
+        "Van": 2914,
+        "Cyclist": 1627,
+        "Truck": 1094,
+        "Misc": 973,
+        "Tram": 511,
+        "Person_sitting": 222,
+    }
     assert classes == Counter(known)
     # and the difficulty split this module computes (a regression guard; "none" includes the 11295 DontCare)
     assert (levels["easy"], levels["moderate"], levels["hard"], levels["none"]) == (9995, 13372, 7977, 20521)
@@ -232,8 +256,21 @@ def test_labels_round_trip_and_format(kitti_sample: Path, tmp_path: Path) -> Non
 
 
 def test_result_files_carry_scores(tmp_path: Path) -> None:
-    det = Label(type="Car", truncated=-1.0, occluded=-1, alpha=0.123456, bbox=(1.5, 2.0, 30.25, 40.0),
-                h=1.5, w=1.6, l=3.9, x=1.0, y=1.7, z=20.0, ry=-1.2345678, score=0.87654321)
+    det = Label(
+        type="Car",
+        truncated=-1.0,
+        occluded=-1,
+        alpha=0.123456,
+        bbox=(1.5, 2.0, 30.25, 40.0),
+        h=1.5,
+        w=1.6,
+        l=3.9,
+        x=1.0,
+        y=1.7,
+        z=20.0,
+        ry=-1.2345678,
+        score=0.87654321,
+    )
     path = tmp_path / "000001.txt"
     kitti.write_labels(path, [det])
     assert kitti.read_labels(path, allow_score=True) == [det]  # exact round trip
@@ -320,8 +357,12 @@ def test_inspect_command_json(kitti_sample: Path, capsys: pytest.CaptureFixture[
     ]
     assert cli_main(["inspect", str(kitti_sample), "000114", "--json"]) == 0
     objects = json.loads(capsys.readouterr().out)["objects"]
-    assert len(objects) == 14 and objects[-1] == {**objects[-1], "type": "DontCare", "difficulty": "none",
-                                                  "points_inside": 0}
+    assert len(objects) == 14 and objects[-1] == {
+        **objects[-1],
+        "type": "DontCare",
+        "difficulty": "none",
+        "points_inside": 0,
+    }
     assert objects[0]["points_inside"] > 100
 
 
@@ -419,8 +460,11 @@ def test_split_id_without_files(kitti_sample: Path, tmp_path: Path) -> None:
     root = _copy_frame(kitti_sample, tmp_path, "000000", ("velodyne", "calib", "image_2"))
     (root / "ImageSets").mkdir()
     (root / "ImageSets" / "train.txt").write_text("000000\n000001")
-    with pytest.raises(DataError, match=r"ImageSets/train.txt:2: expected the files of frame 000001, missing "
-                                        r"training/velodyne/000001.bin, training/calib/000001.txt"):
+    with pytest.raises(
+        DataError,
+        match=r"ImageSets/train.txt:2: expected the files of frame 000001, missing "
+        r"training/velodyne/000001.bin, training/calib/000001.txt",
+    ):
         kitti.frame_ids(root, "train")
 
 
@@ -434,8 +478,10 @@ def test_image_smaller_than_calib_implies(kitti_sample: Path, tmp_path: Path) ->
     root = _copy_frame(kitti_sample, tmp_path, "000000", ("velodyne", "calib", "label_2"))
     (root / "training" / "image_2").mkdir()
     Image.new("RGB", (612, 185)).save(root / "training" / "image_2" / "000000.png")  # half size
-    expected = r"image_2/000000.png: expected an image whose central half holds P2's principal point " \
-               r"\(604.1, 180.5\) px, got a 612x185 image"
+    expected = (
+        r"image_2/000000.png: expected an image whose central half holds P2's principal point "
+        r"\(604.1, 180.5\) px, got a 612x185 image"
+    )
     with pytest.raises(DataError, match=expected):
         kitti.load_frame(root, "000000")
 

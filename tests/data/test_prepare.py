@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgnn.data.kitti import load_frame
 from pgnn.core.errors import DataError
-from pgnn.data.prepare import prepare_plan, read_prepared_dir, read_prepared_shard, write_prepared_shard
 from pgnn.core.shards import run_plan
+from pgnn.data.kitti import load_frame
+from pgnn.data.prepare import prepare_plan, read_prepared_dir, read_prepared_shard, write_prepared_shard
 
 
 def _same(a, b) -> None:  # noqa: ANN001

@@ -47,7 +47,9 @@ def test_code_deps_are_exactly_the_import_closure() -> None:
         listed = sorted(d for d in deps if d.startswith("pgnn/"))
         assert listed == sorted(closure_files(["pgnn.pipeline.stages", s.entry])), s.name
         assert f"stages/{s.name}.py" in deps and "stages/_common.py" in deps
-        artifacts = {artifact_path(name, item) for name in PATHS for item in (None, "train", "val", "${item}")}
+        artifacts = {
+            artifact_path(name, item) for name in PATHS for item in (None, "train", "val", "${item}")
+        }
         for d in deps:  # every other dep is an artifact of the table or a params-templated path
             assert (REPO / d).is_file() or d in artifacts or d.startswith("${"), (s.name, d)
 
