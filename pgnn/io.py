@@ -2,7 +2,9 @@
 
 Every artifact the pipeline produces is written to a temporary file in the destination's folder and then
 renamed over the destination (``os.replace`` is atomic on POSIX within one file system). A killed process
-leaves at most a ``.tmp-*`` file behind, which readers ignore and the next writer overwrites.
+leaves at most a ``.tmp-*`` file behind, which readers ignore and the next writer overwrites. A write that
+fails (``No space left on device``, no permission) raises :class:`pgnn.errors.WriteError` naming the
+destination.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from pgnn.errors import WriteError
 
 
 def _umask() -> int:
@@ -31,17 +35,40 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     see the right one.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{dest.name}-", suffix=suffix, dir=dest.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path: Path | None = None
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{dest.name}-", suffix=suffix, dir=dest.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp_path, dest)
+    except OSError as e:
+        if isinstance(e, WriteError) or not _about_output(e, dest, tmp_path):
+            raise
+        raise write_error(dest, e) from e
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
+
+
+def write_error(dest: str | Path, error: OSError) -> WriteError:
+    """A :class:`WriteError` naming ``dest`` for an OSError met while writing it (errno kept)."""
+    reason = error.strerror or str(error) or type(error).__name__
+    code = f" (errno {error.errno})" if error.errno is not None else ""
+    return WriteError(dest, f"cannot write it: {reason}{code}", errno=error.errno)
+
+
+def _about_output(error: OSError, dest: Path, tmp: Path | None) -> bool:
+    """Whether an OSError met inside :func:`atomic_path` is about writing ``dest``: it names no file, or the
+    temporary file, ``dest`` or a folder on the way to it (an OSError naming some other file, e.g. an input
+    read inside the block, keeps its own name)."""
+    if error.filename is None:
+        return True
+    named = {Path(str(name)) for name in (error.filename, error.filename2) if name is not None}
+    ours = {dest, *dest.parents} | ({tmp} if tmp is not None else set())
+    return bool(named & ours)
 
 
 @contextlib.contextmanager
@@ -75,3 +102,4 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
