@@ -95,6 +95,7 @@ def parse_image_size(text: str | None) -> tuple[int, int] | None:
 def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a FrameSource)
     from pgnn.data.kitti import (
         check_image_matches_calib,
+        check_points_in_view,
         frame_from_scan,
         read_calib,
         read_image,
@@ -118,10 +119,13 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
         image = None
         if args.image:
             image = read_image(args.image)
-            check_image_matches_calib(calib, image.shape[1], image.shape[0], args.image)
+            check_image_matches_calib(calib, image.shape[1], image.shape[0], args.image, args.calib)
         labels = read_labels(args.label) if args.label else []
-        return frame_from_scan(scan_path.stem, scan, calib, image=image, image_size=size, labels=labels,
-                               painted=painted)
+        frame = frame_from_scan(scan_path.stem, scan, calib, image=image, image_size=size, labels=labels,
+                                painted=painted)
+        view = args.image or f"--image-size {'x'.join(map(str, frame.image_size))}"
+        check_points_in_view(len(frame.points_rect), len(scan), view, args.calib)
+        return frame
 
     return FrameSource(scan_path.stem, load, image_path=Path(args.image) if args.image else None)
 
