@@ -4,7 +4,8 @@ Every artifact the pipeline produces is written to a temporary file in the desti
 renamed over the destination (``os.replace`` is atomic on POSIX within one file system). A killed process
 leaves at most a ``.tmp-*`` file behind, which readers ignore and the next writer overwrites. A write that
 fails (``No space left on device``, no permission) raises :class:`pgnn.errors.WriteError` naming the
-destination.
+destination. :func:`verify_zip` checks the CRC-32 of every member of a zip archive (``.npz`` shards,
+``torch.save`` checkpoints).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from pgnn.errors import WriteError
+from pgnn.errors import DataError, WriteError
 
 
 def _umask() -> int:
@@ -103,3 +106,23 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
             h.update(block)
     return h.hexdigest()
 
+
+def verify_zip(path: str | Path, what: str = "zip archive") -> None:
+    """Check every member of a zip archive against the CRC-32 its headers record (reads the whole file).
+
+    Raises:
+        DataError: naming ``path`` (and the member) when the archive is unreadable or a member's bytes
+            changed since it was written (bit rot, a partial copy, an edited file).
+    """
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except FileNotFoundError:
+        raise DataError(path, f"expected a {what}, got no such file") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, OSError) as e:
+        raise DataError(path, f"expected an intact {what}, it is corrupted: {e}") from None
+    if bad is not None:
+        raise DataError(
+            path, f"expected an intact {what}, it is corrupted: member {bad!r} fails its CRC-32 check"
+        )
