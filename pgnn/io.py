@@ -4,8 +4,8 @@ Every artifact the pipeline produces is written to a temporary file in the desti
 renamed over the destination (``os.replace`` is atomic on POSIX within one file system). A killed process
 leaves at most a ``.tmp-*`` file behind, which readers ignore and the next writer overwrites. A write that
 fails (``No space left on device``, no permission) raises :class:`pgnn.errors.WriteError` naming the
-destination. :func:`verify_zip` checks the CRC-32 of every member of a zip archive (``.npz`` shards,
-``torch.save`` checkpoints).
+destination. :func:`atomic_dir` does the same for a whole folder of outputs; :func:`verify_zip` checks the
+CRC-32 of every member of a zip archive (``.npz`` shards, ``torch.save`` checkpoints).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 import zlib
@@ -105,6 +106,42 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_dir(dest: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary folder next to ``dest``; it becomes ``dest`` only if the block exits cleanly.
+
+    On success a previous ``dest`` is moved aside, the new folder renamed into place and the old one
+    deleted (two renames: a reader sees the old folder, then the new one; a crash between them leaves the old
+    one as ``.old-<name>-*`` beside it). On an exception ``dest`` is untouched and the temporary folder
+    removed. The caller decides whether replacing ``dest`` is safe (it is replaced whole).
+    """
+    dest = Path(dest)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))
+    except OSError as e:
+        raise write_error(dest, e) from e
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+        yield tmp
+        old: Path | None = None
+        try:
+            if dest.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".old-{dest.name}-", dir=dest.parent))
+                os.replace(dest, old / dest.name)
+            os.replace(tmp, dest)
+        except OSError as e:
+            if old is not None and (old / dest.name).exists() and not dest.exists():
+                os.replace(old / dest.name, dest)  # put the previous output back
+            raise write_error(dest, e) from e
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def verify_zip(path: str | Path, what: str = "zip archive") -> None:

@@ -428,7 +428,7 @@ def test_cli_writes_json_and_curves(small_dirs: tuple[Path, Path, list[str]], tm
     ids_file.write_text("\n".join(ids) + "\n")
     out_json, out_curves = tmp_path / "out" / "eval.json", tmp_path / "plots"
     argv = ["eval", str(gt_dir), str(pred_dir), "--ids", str(ids_file), "--json", str(out_json),
-            "--curves", str(out_curves), "--classes", "Car", "Pedestrian"]
+            "--curves", str(out_curves), "--classes", "Car", "Pedestrian", "--allow-missing"]  # 5 missing
     assert cli_main(argv) == 0
     printed = capsys.readouterr().out
     results = json.loads(out_json.read_text())
