@@ -117,7 +117,7 @@ def atomic_dir(dest: str | Path) -> Iterator[Path]:
     one as ``.old-<name>-*`` beside it). On an exception ``dest`` is untouched and the temporary folder
     removed. The caller decides whether replacing ``dest`` is safe (it is replaced whole).
     """
-    dest = Path(dest)
+    dest = Path(os.path.abspath(dest))  # "." or "out/.." would otherwise put the temporary folder inside it
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))

@@ -108,6 +108,14 @@ def test_atomic_dir_keeps_the_old_folder_on_failure(tmp_path: Path) -> None:
     assert _listing(dest) == {"b.txt": "new"} and [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def test_atomic_dir_of_a_path_ending_in_dot_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "out" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with atomic_dir(Path("out") / "sub" / "..") as tmp:  # its parent is not out/sub: the path means out
+        (tmp / "b.txt").write_text("new")
+    assert _listing(tmp_path / "out") == {"b.txt": "new"} and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 def test_eval_refuses_missing_result_files_unless_allowed(
     kitti_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
