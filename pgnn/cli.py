@@ -3,6 +3,10 @@
 Each sub-command lives in ``pgnn/commands/<name>.py`` with two functions, ``add_arguments(parser)`` and
 ``run(args) -> int``. They are imported only when chosen, so ``pgnn --help`` stays fast (torch alone takes
 seconds to import).
+
+A user error (bad input data, a bad params value, a missing file, a full disk) ends the command with one line
+on stderr, ``pgnn <command>: error: <file>[:<line>]: <what was expected>``, and exit status 1; ``--debug``
+(before or after the command) or ``PGNN_DEBUG=1`` shows the traceback instead (see ``pgnn.core.errors``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from pgnn.core.errors import DataError
+from pgnn.core.errors import user_errors
 
 # sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -37,14 +41,20 @@ def _available() -> dict[str, tuple[str, str]]:
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; sub-command arguments are added by their modules."""
     parser = argparse.ArgumentParser(prog="pgnn", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_) in _available().items():
         sub.add_parser(name, help=help_, add_help=False)
     return parser
 
 
+_DEBUG_HELP = "show the traceback of an error instead of one line (or set PGNN_DEBUG=1)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = bool(argv) and argv[0] == "--debug"
+    argv = argv[1:] if debug else argv
     commands = _available()
     if not argv or argv[0] not in commands:
         build_parser().parse_args(argv or ["--help"])
@@ -53,12 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(commands[name][0])
     parser = argparse.ArgumentParser(prog=f"pgnn {name}", description=commands[name][1])
     module.add_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     args = parser.parse_args(argv[1:])
-    try:
+    with user_errors(f"pgnn {name}", debug or args.debug) as outcome:
         return int(module.run(args) or 0)
-    except DataError as e:
-        print(f"pgnn {name}: error: {e}", file=sys.stderr)
-        return 1
+    return outcome.exit_code
 
 
 if __name__ == "__main__":

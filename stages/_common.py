@@ -1,4 +1,6 @@
-"""Shared by the stage scripts: the repo root on sys.path, then run a stage of the stage table by name."""
+"""Shared by the stage scripts: the repo root on sys.path, one-line user errors, then run a stage of the stage
+table by name. A bad input file or params value ends the stage with ``stages/<name>.py: error: <file>: ...``
+and exit status 1, no traceback unless ``PGNN_DEBUG=1`` (see ``pgnn.core.errors.install_user_errors``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ if str(ROOT) not in sys.path:
 
 def main(name: str) -> None:
     """Run stage ``name`` (``pgnn.pipeline.stages``) with this script's arguments on the repo root."""
+    from pgnn.core.errors import install_user_errors
     from pgnn.pipeline.stages import run_stage
 
+    install_user_errors()
     run_stage(name, sys.argv[1:], ROOT)

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pgnn.data.kitti import fov_mask, frame_paths, image_size, read_calib, read_velodyne, write_velodyne
+from pgnn.data.kitti import (
+    check_image_matches_calib,
+    check_points_in_view,
+    fov_mask,
+    frame_paths,
+    image_size,
+    read_calib,
+    read_velodyne,
+    write_velodyne,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def crop_frame(root: str | Path, frame_id: str, subset: str = "training") -> np.ndarray:
-    """The field-of-view rows of a frame's velodyne scan.
+    """The field-of-view rows of a frame's velodyne scan (DataError when the image does not match the calib
+    or no row is in view: see ``check_image_matches_calib``, ``check_points_in_view``).
 
     Shapes:
         returns (K, 4) float32, velodyne frame, in scan order.
@@ -31,7 +41,11 @@ def crop_frame(root: str | Path, frame_id: str, subset: str = "training") -> np.
     paths = frame_paths(root, frame_id, subset)
     scan = read_velodyne(paths.points)  # (N, 4)
     width, height = image_size(paths.image)
-    return scan[fov_mask(scan[:, :3], read_calib(paths.calib), width, height)]
+    calib = read_calib(paths.calib)
+    check_image_matches_calib(calib, width, height, paths.image, paths.calib)
+    kept = scan[fov_mask(scan[:, :3], calib, width, height)]
+    check_points_in_view(len(kept), len(scan), paths.image, paths.calib)
+    return kept
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,14 +2,18 @@
 
 Prints a table (R40 and R11, easy / moderate / hard) and writes the flat results
 ``{"<class>/<metric>/<difficulty>/<R40|R11>": AP %}`` as JSON; ``--curves DIR`` adds one CSV per class and
-metric with the 41-point interpolated precision curves (for ``dvc plots``). A frame without a result file has
-no detections.
+metric with the 41-point interpolated precision curves (for ``dvc plots``). Every evaluated frame needs a
+result file (an empty one when nothing was detected): a missing one is an error listing how many are missing,
+unless ``--allow-missing`` counts such frames as having no detections.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from pathlib import Path
 
+from pgnn.core.errors import DataError
 from pgnn.core.io import write_json_atomic
 from pgnn.data.kitti import read_split
 from pgnn.eval.kitti import CLASSES, METRICS, ap_from_curves, curves_from_arrays, load_dirs
@@ -24,10 +28,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=METRICS, help="default: all")
     parser.add_argument("--json", dest="json_out", help="write the flat AP results here (atomically)")
     parser.add_argument("--curves", help="folder for the PR-curve CSVs (<class>_<metric>.csv)")
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="count a frame without a result file as no detections (default: an error)",
+    )
+
+
+def check_results_present(gt_dir: str | Path, pred_dir: str | Path, ids: Sequence[str] | None) -> None:
+    """Raise DataError when a frame to evaluate (``ids``, default every label file) has no result file in
+    ``pred_dir``: the message says how many are missing and names the first few ids."""
+    gt_dir, pred_dir = Path(gt_dir), Path(pred_dir)
+    if not pred_dir.is_dir():
+        return  # load_dirs says so
+    frames = list(ids) if ids is not None else sorted(p.stem for p in gt_dir.glob("*.txt"))
+    missing = [f for f in frames if not (pred_dir / f"{f}.txt").is_file()]
+    if missing:
+        first = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise DataError(
+            pred_dir,
+            f"expected a result file for each of the {len(frames)} frames, "
+            f"{len(missing)} missing ({first}); --allow-missing counts them as no detections",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     ids = read_split(args.ids) if args.ids else None
+    if not args.allow_missing:
+        check_results_present(args.gt_dir, args.pred_dir, ids)
     gt, dt = load_dirs(args.gt_dir, args.pred_dir, ids)
     curves = curves_from_arrays(gt, dt, args.classes, args.metrics)
     results = ap_from_curves(curves)

@@ -10,6 +10,11 @@ Two ways to name the frames::
 its calib; without ``--image`` the field of view is ``--image-size`` (default 1242x375) and the points have
 no colour. Each frame gives ``DIR/<id>.txt`` (KITTI's label frame; empty when nothing is detected);
 ``--png`` adds ``DIR/png/<id>_bev.png`` and ``DIR/png/<id>_image.png``.
+
+All or nothing: the frames are written to a temporary folder beside ``DIR``, which replaces ``DIR`` only when
+every frame succeeded; a failing frame ends the command with one error line naming it, and ``DIR`` keeps its
+previous content. ``DIR`` is replaced whole (no stale results of an earlier run stay in it), so an existing
+``DIR`` must hold only what ``pgnn predict`` writes (``*.txt``, ``*.json``, ``png/``).
 """
 
 from __future__ import annotations
@@ -117,6 +122,7 @@ def parse_image_size(text: str | None) -> tuple[int, int] | None:
 def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a FrameSource)
     from pgnn.data.kitti import (
         check_image_matches_calib,
+        check_points_in_view,
         frame_from_scan,
         read_calib,
         read_image,
@@ -140,19 +146,39 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
         image = None
         if args.image:
             image = read_image(args.image)
-            check_image_matches_calib(calib, image.shape[1], image.shape[0], args.image)
+            check_image_matches_calib(calib, image.shape[1], image.shape[0], args.image, args.calib)
         labels = read_labels(args.label) if args.label else []
-        return frame_from_scan(
+        frame = frame_from_scan(
             scan_path.stem, scan, calib, image=image, image_size=size, labels=labels, painted=painted
         )
+        view = args.image or f"--image-size {'x'.join(map(str, frame.image_size))}"
+        check_points_in_view(len(frame.points_rect), len(scan), view, args.calib)
+        return frame
 
     return FrameSource(scan_path.stem, load, image_path=Path(args.image) if args.image else None)
+
+
+def check_replaceable(out: Path) -> None:
+    """Raise DataError unless ``out`` is absent or a folder of earlier ``pgnn predict`` output (``*.txt``,
+    ``*.json``, ``png/``, temporary ``.tmp-*`` files): the folder is replaced whole."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise DataError(out, "expected a folder for the result files (or no such path), got a file")
+    for p in sorted(out.iterdir()):
+        ours = (p.is_file() and p.suffix in (".txt", ".json")) or (p.is_dir() and p.name == "png")
+        if not (ours or p.name.startswith(".tmp-")):
+            raise DataError(
+                out,
+                f"expected a folder of earlier pgnn predict results to replace (*.txt, "
+                f"png/), it holds {p.name!r}; choose another --out",
+            )
 
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from pgnn.core.io import write_json_atomic
+    from pgnn.core.io import atomic_dir, write_json_atomic
     from pgnn.data.kitti import load_frame
     from pgnn.inference.predict import (
         FrameSource,
@@ -201,18 +227,34 @@ def run(args: argparse.Namespace) -> int:
             ms = 1000.0 * timings["total"]
             print(f"{frame_id}: {len(detections)} detections, {ms:.0f} ms", file=sys.stderr)
 
-    summary = run_frames(
-        model,
-        meta,
-        sources,
-        args.out,
-        graph_cfg=graph_cfg,
-        post_cfg=post_cfg,
-        device=device,
-        rng=np.random.default_rng(args.seed),
-        png=args.png,
-        on_frame=report,
-    )
+    out = Path(args.out)
+    check_replaceable(out)
+    current: list[str] = []
+
+    def tracked():  # noqa: ANN202 (the sources, remembering the frame in progress)
+        for source in sources:
+            current[:] = [source.frame_id]
+            yield source
+
+    try:
+        with atomic_dir(out) as tmp:
+            summary = run_frames(
+                model,
+                meta,
+                tracked(),
+                tmp,
+                graph_cfg=graph_cfg,
+                post_cfg=post_cfg,
+                device=device,
+                rng=np.random.default_rng(args.seed),
+                png=args.png,
+                on_frame=report,
+            )
+    except DataError as e:  # name the frame and say that nothing was written
+        if not current:
+            raise
+        where = f"frame {current[0]} of {len(sources)}; nothing written, {out} left unchanged"
+        raise DataError(e.path, f"{e.message} ({where})", e.line) from e
     print(summary.table(str(device)))
     n = summary.num_frames
     print(f"{n} frame{'s' if n != 1 else ''}, {sum(summary.num_detections)} detections -> {args.out}")

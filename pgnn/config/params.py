@@ -1,10 +1,9 @@
 """Typed configuration built from ``params.yaml``.
 
 ``params.yaml`` names a *preset* (``pgnn/config/presets.py``) and, per section, keys that override it
-(``null`` keeps
-the preset's value). :func:`load_params` validates the file (unknown keys are errors, with the file named);
-:func:`resolve` turns it into the typed sub-configs that each pgnn function takes. Stages and flows pass
-only the sub-config a function needs.
+(``null`` keeps the preset's value). :func:`load_params` validates the file (unknown keys are errors, a
+``ParamsError`` naming the file and key); :func:`pgnn.config.presets.resolve` turns it into the typed
+sub-configs that each pgnn function takes. Stages and flows pass only the sub-config a function needs.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pgnn.core.errors import DataError
+from pgnn.core.errors import DataError, params_error
 
 
 class _Strict(BaseModel):
@@ -84,7 +83,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as e:
-        raise DataError(path, f"invalid params:\n{e}") from e
+        raise params_error(path, e) from e
 
 
 def overrides(section: dict[str, Any]) -> dict[str, Any]:

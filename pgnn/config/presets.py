@@ -21,13 +21,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
 from pgnn.config.inference import NMS_OVERLAP, PostprocessConfig, class_fold
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
+from pgnn.core.errors import ParamsError, params_error
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_paste import GtSampleConfig
 from pgnn.graphs.features import FEATURE_WIDTHS
@@ -183,7 +184,9 @@ def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
     """
     unknown = sorted(set(section) - {"enabled", "steps"})
     if unknown:
-        raise ValueError(f"params.yaml augment: unknown keys {unknown}; expected 'enabled' and 'steps'")
+        raise ParamsError(
+            "params.yaml", f"unknown keys {unknown}; expected 'enabled' and 'steps'", key="augment"
+        )
     enabled, steps = section.get("enabled"), section.get("steps")
     if enabled is False:
         return AugmentConfig()
@@ -223,10 +226,38 @@ def _postprocess(base: PostprocessConfig, label_method: str, section: Mapping[st
     return _merge(base, section)
 
 
+# The params.yaml section of each config class (names the key of a ParamsError).
+_SECTION_OF = {
+    "GraphConfig": "graph",
+    "TargetsConfig": "targets",
+    "ModelConfig": "model",
+    "TrainConfig": "train",
+    "LossConfig": "loss",
+    "PostprocessConfig": "postprocess",
+    "AugmentConfig": "augment",
+    "GtSampleConfig": "gt_sampling",
+}
+
+
 def resolve(params: Params) -> Recipe:
-    """The preset named by ``params.preset`` with the params sections' overrides applied."""
+    """The preset named by ``params.preset`` with the params sections' overrides applied.
+
+    Raises:
+        ParamsError: an unknown preset, or a section value its config rejects (naming ``<section>.<key>``).
+    """
+    try:
+        return _resolve(params)
+    except ValidationError as e:
+        raise params_error("params.yaml", e, _SECTION_OF.get(e.title, "")) from e
+
+
+def _resolve(params: Params) -> Recipe:
     if params.preset not in PRESETS:
-        raise ValueError(f"params.yaml: unknown preset {params.preset!r}; expected one of {sorted(PRESETS)}")
+        raise ParamsError(
+            "params.yaml",
+            f"unknown preset {params.preset!r}; expected one of {sorted(PRESETS)}",
+            key="preset",
+        )
     base = PRESETS[params.preset]
     graph_section = dict(params.graph)
     seed = graph_section.pop("seed", None)

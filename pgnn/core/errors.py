@@ -1,19 +1,199 @@
-"""The one exception type for bad input data."""
+"""The exceptions a user can cause and fix, and how they reach the user: one line, no traceback.
+
+Every pgnn error names where the problem is (a file, its line, a params key) and what was expected::
+
+    PgnnError                 base: ``path``, ``message``, ``line``
+    +-- DataError (ValueError)   bad or inconsistent input data (a KITTI file, a checkpoint, a cached shard)
+    |   +-- ParamsError          a bad ``params.yaml`` value: also ``key`` (``train.learning_rate``)
+    +-- WriteError (OSError)     an output could not be written (``No space left on device``), ``errno``
+
+They pickle with all their fields, so an error raised in a worker process (``data.workers > 1``) reaches the
+parent intact.
+
+:func:`user_errors` (the ``pgnn`` command) and :func:`install_user_errors` (the DVC stage scripts) turn a
+user error (a pgnn error, or an ``OSError`` that names its file, e.g. a missing file) into ONE line on
+stderr, ``<prog>: error: <file>[:<line>]: <what was expected>``, and exit status 1. ``--debug`` or the
+environment variable ``PGNN_DEBUG=1`` shows the full traceback instead. Other exceptions (bugs) always keep
+their traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 
-class DataError(ValueError):
+def _rebuild(cls: type[PgnnError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> PgnnError:
+    """Unpickle a pgnn error by calling its constructor again (see :meth:`PgnnError.__reduce__`)."""
+    return cls(*args, **kwargs)
+
+
+class PgnnError(Exception):
+    """Base of the errors a user can cause and fix; the text is ``<path>[:<line>]: <message>``."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.message = message
+        self.line = line
+        super().__init__(f"{self.where()}: {message}")
+
+    def where(self) -> str:
+        """``path`` or ``path:line``: the place the message is about."""
+        return f"{self.path}:{self.line}" if self.line is not None else self.path
+
+    def _ctor_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the constructor beyond ``(path, message, line)`` (subclasses add theirs)."""
+        return {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's default reduce calls cls(*self.args), i.e. cls(formatted_text): a TypeError in the
+        # process that unpickles it (a process pool's parent). Rebuild from the fields instead.
+        return _rebuild, (type(self), (self.path, self.message, self.line), self._ctor_kwargs())
+
+
+class DataError(PgnnError, ValueError):
     """Bad or inconsistent input data.
 
     The message always names the file (and line, when there is one) and says what was expected, e.g.
     ``calib/000001.txt:3: expected 12 numbers after 'P2:', got 11``.
     """
 
-    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
-        self.path = str(path)
-        self.line = line
-        where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+
+class ParamsError(DataError):
+    """A bad value in ``params.yaml``: names the file, the key (``train.learning_rate``), what was wrong."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None, *, key: str = "") -> None:
+        self.key = key
+        super().__init__(path, message, line)
+
+    def where(self) -> str:
+        base = super().where()
+        return f"{base}: {self.key}" if self.key else base
+
+    def _ctor_kwargs(self) -> dict[str, Any]:
+        return {"key": self.key}
+
+
+class WriteError(PgnnError, OSError):
+    """An output file could not be written (a full disk, no permission): names the file it was writing."""
+
+    def __init__(
+        self, path: str | Path, message: str, line: int | None = None, *, errno: int | None = None
+    ) -> None:
+        super().__init__(path, message, line)
+        self.errno = errno  # OSError's field; strerror stays unset so str() is our one line
+
+    def _ctor_kwargs(self) -> dict[str, Any]:
+        return {"errno": self.errno}
+
+
+def params_error(path: str | Path, error: Any, prefix: str = "") -> ParamsError:
+    """A :class:`ParamsError` for the first problem of a pydantic ``ValidationError`` (one line).
+
+    ``prefix`` is the params section the validated dict came from (``train``); the key is
+    ``<prefix>.<field location>``.
+    """
+    problems = error.errors()
+    first = problems[0] if problems else {"loc": (), "msg": str(error), "input": None}
+    loc = ".".join(str(p) for p in first.get("loc", ()))
+    key = ".".join(p for p in (prefix, loc) if p)
+    kind = first.get("type", "")
+    if kind == "extra_forbidden":
+        message = "unknown key (not a setting of this section)"
+    elif kind == "missing":
+        message = "expected a value, got none"
+    else:
+        message = f"{first.get('msg', 'invalid value')}, got {first.get('input')!r}"
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    return ParamsError(path, message, key=key)
+
+
+# ----------------------------------------------------------------------------------------------------
+# reporting
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether ``error`` is one the user can fix from its message alone: a pgnn error, or an OSError that
+    names its file (a missing input, no permission, a full disk)."""
+    if isinstance(error, PgnnError):
+        return True
+    return isinstance(error, OSError) and error.filename is not None
+
+
+def one_line(error: BaseException) -> str:
+    """The error's text as one line (an OSError as ``<file>: <reason>``)."""
+    if isinstance(error, OSError) and not isinstance(error, PgnnError) and error.filename is not None:
+        text = f"{error.filename}: {error.strerror or error}"
+    else:
+        text = str(error)
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or type(error).__name__
+
+
+def debug_enabled(flag: bool | None = None) -> bool:
+    """``flag`` (``--debug``) or, when it is not set, the environment variable ``PGNN_DEBUG`` (1/true/yes)."""
+    if flag:
+        return True
+    return os.environ.get("PGNN_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def report(prog: str, error: BaseException) -> None:
+    """Print ``<prog>: error: <one line>`` to stderr."""
+    print(f"{prog}: error: {one_line(error)}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Outcome:
+    """What :func:`user_errors` saw: ``exit_code`` 1 after a reported user error, else 0."""
+
+    exit_code: int = 0
+    error: BaseException | None = None
+
+
+@contextlib.contextmanager
+def user_errors(prog: str, debug: bool | None = None) -> Iterator[Outcome]:
+    """Report a user error raised in the block as one line on stderr and swallow it (``outcome.exit_code``
+    becomes 1); with ``debug`` (or ``PGNN_DEBUG=1``) it propagates with its traceback. Other exceptions
+    always propagate::
+
+        with user_errors("pgnn eval", args.debug) as outcome:
+            return run(args)
+        return outcome.exit_code
+    """
+    outcome = Outcome()
+    try:
+        yield outcome
+    except Exception as e:
+        if not is_user_error(e) or debug_enabled(debug):
+            raise
+        report(prog, e)
+        outcome.exit_code, outcome.error = 1, e
+
+
+def install_user_errors(prog: str | None = None) -> None:
+    """Make an uncaught user error end this script with one line on stderr (exit status 1), not a
+    traceback (unless ``PGNN_DEBUG=1``): a ``sys.excepthook`` for scripts such as ``stages/*.py``.
+
+    ``prog`` names the script in the message (default: ``stages/<name>.py`` style, from ``sys.argv[0]``).
+    """
+    name = prog or _script_name()
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, tb: TracebackType | None) -> None:
+        if isinstance(error, Exception) and is_user_error(error) and not debug_enabled():
+            report(name, error)
+        else:
+            previous(kind, error, tb)
+
+    sys.excepthook = hook
+
+
+def _script_name() -> str:
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    return f"{script.parent.name}/{script.name}" if script.parent.name else script.name

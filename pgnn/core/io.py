@@ -2,7 +2,10 @@
 
 Every artifact the pipeline produces is written to a temporary file in the destination's folder and then
 renamed over the destination (``os.replace`` is atomic on POSIX within one file system). A killed process
-leaves at most a ``.tmp-*`` file behind, which readers ignore and the next writer overwrites.
+leaves at most a ``.tmp-*`` file behind, which readers ignore and the next writer overwrites. A write that
+fails (``No space left on device``, no permission) raises :class:`pgnn.errors.WriteError` naming the
+destination. :func:`atomic_dir` does the same for a whole folder of outputs; :func:`verify_zip` checks the
+CRC-32 of every member of a zip archive (``.npz`` shards, ``torch.save`` checkpoints).
 """
 
 from __future__ import annotations
@@ -11,10 +14,15 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from pgnn.core.errors import DataError, WriteError
 
 
 def _umask() -> int:
@@ -31,17 +39,40 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     see the right one.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{dest.name}-", suffix=suffix, dir=dest.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path: Path | None = None
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{dest.name}-", suffix=suffix, dir=dest.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp_path, dest)
+    except OSError as e:
+        if isinstance(e, WriteError) or not _about_output(e, dest, tmp_path):
+            raise
+        raise write_error(dest, e) from e
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
+
+
+def write_error(dest: str | Path, error: OSError) -> WriteError:
+    """A :class:`WriteError` naming ``dest`` for an OSError met while writing it (errno kept)."""
+    reason = error.strerror or str(error) or type(error).__name__
+    code = f" (errno {error.errno})" if error.errno is not None else ""
+    return WriteError(dest, f"cannot write it: {reason}{code}", errno=error.errno)
+
+
+def _about_output(error: OSError, dest: Path, tmp: Path | None) -> bool:
+    """Whether an OSError met inside :func:`atomic_path` is about writing ``dest``: it names no file, or the
+    temporary file, ``dest`` or a folder on the way to it (an OSError naming some other file, e.g. an input
+    read inside the block, keeps its own name)."""
+    if error.filename is None:
+        return True
+    named = {Path(str(name)) for name in (error.filename, error.filename2) if name is not None}
+    ours = {dest, *dest.parents} | ({tmp} if tmp is not None else set())
+    return bool(named & ours)
 
 
 @contextlib.contextmanager
@@ -75,3 +106,60 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_dir(dest: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary folder next to ``dest``; it becomes ``dest`` only if the block exits cleanly.
+
+    On success a previous ``dest`` is moved aside, the new folder renamed into place and the old one
+    deleted (two renames: a reader sees the old folder, then the new one; a crash between them leaves the old
+    one as ``.old-<name>-*`` beside it). On an exception ``dest`` is untouched and the temporary folder
+    removed. The caller decides whether replacing ``dest`` is safe (it is replaced whole).
+    """
+    dest = Path(os.path.abspath(dest))  # "." or "out/.." would otherwise put the temporary folder inside it
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))
+    except OSError as e:
+        raise write_error(dest, e) from e
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+        yield tmp
+        old: Path | None = None
+        try:
+            if dest.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".old-{dest.name}-", dir=dest.parent))
+                os.replace(dest, old / dest.name)
+            os.replace(tmp, dest)
+        except OSError as e:
+            if old is not None and (old / dest.name).exists() and not dest.exists():
+                os.replace(old / dest.name, dest)  # put the previous output back
+            raise write_error(dest, e) from e
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify_zip(path: str | Path, what: str = "zip archive") -> None:
+    """Check every member of a zip archive against the CRC-32 its headers record (reads the whole file).
+
+    Raises:
+        DataError: naming ``path`` (and the member) when the archive is unreadable or a member's bytes
+            changed since it was written (bit rot, a partial copy, an edited file).
+    """
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except FileNotFoundError:
+        raise DataError(path, f"expected a {what}, got no such file") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, OSError) as e:
+        raise DataError(path, f"expected an intact {what}, it is corrupted: {e}") from None
+    if bad is not None:
+        raise DataError(
+            path, f"expected an intact {what}, it is corrupted: member {bad!r} fails its CRC-32 check"
+        )

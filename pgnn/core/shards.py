@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -208,15 +209,35 @@ def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | Non
 
     if workers > 1 and len(todo) > 1:
         with ProcessPoolExecutor(max_workers=workers, initializer=one_thread_per_process) as pool:
-            futures = {pool.submit(plan.build, t, Path(plan.out_dir) / t.file): t for t in todo}
+            futures = {
+                pool.submit(_build_in_worker, plan.build, t, Path(plan.out_dir) / t.file): t for t in todo
+            }
             for fut in as_completed(futures):
-                fut.result()
+                try:
+                    fut.result()  # re-raises the worker's exception itself (a DataError keeps file and line)
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)  # no new shards after the first failure
+                    raise
                 done(futures[fut])
     else:
         for t in todo:
             plan.build(t, Path(plan.out_dir) / t.file)
             done(t)
     return finalize_plan(plan)
+
+
+def _build_in_worker(build: Callable[[ShardTask, Path], None], task: ShardTask, path: Path) -> None:
+    """``build(task, path)`` in a pool worker. An exception that would not survive the trip back to the
+    parent (one that cannot be pickled and unpickled, which the pool reports only as ``BrokenProcessPool``) is
+    replaced by a RuntimeError that names the shard and keeps the original's type and text."""
+    try:
+        build(task, path)
+    except Exception as e:
+        try:
+            pickle.loads(pickle.dumps(e))  # round trip of our own object, not untrusted data
+        except Exception:
+            raise RuntimeError(f"building {path}: {type(e).__name__}: {e}") from None
+        raise
 
 
 def one_thread_per_process() -> None:

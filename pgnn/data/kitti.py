@@ -52,7 +52,12 @@ MAX_TRUNCATION[d], with (40, 25, 25) px, (0, 1, 2), (0.15, 0.30, 0.50) for easy,
 devkit ignores ground truth with ``height <= MIN_HEIGHT`` (evaluate_object.cpp, cleanData), so a 40.00 px
 box is not easy; detections are ignored only when ``height < MIN_HEIGHT``.)
 
-Every reader raises ``pgnn.core.errors.DataError`` naming the file (and line) and what it expected.
+Every reader raises ``pgnn.core.errors.DataError`` naming the file (and line) and what it expected. Rules
+beyond
+the format: a scan has at least one point, each with finite coordinates within ``MAX_POINT_DISTANCE`` m of
+the sensor; a label's h, w, l are >= 0 (DontCare lines, which write -1, excepted); a split file names at
+least one frame; and a scan with points but none in image_2's view means its image or calib is not the
+scan's (``check_points_in_view``).
 """
 
 from __future__ import annotations
@@ -113,6 +118,11 @@ _CALIB_ALIASES: dict[str, str] = {
     "Tr_imu_velo": "Tr_imu_to_velo",
 }
 _ROTATION_TOL = 1e-3
+
+# Farther than any LiDAR measures (the HDL-64E of KITTI: 120 m; KITTI's scans stay within 80 m): a point
+# beyond
+# it is a corrupted value (1e30 ...) that would overflow voxel indices downstream, not a measurement.
+MAX_POINT_DISTANCE = 1000.0
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -241,6 +251,8 @@ def read_velodyne(path: str | Path) -> np.ndarray:
     size = path.stat().st_size
     if size % 16:
         raise DataError(path, f"expected a multiple of 16 bytes (N x 4 float32), got {size} bytes")
+    if size == 0:
+        raise DataError(path, "expected at least one point (16 bytes a point), got an empty file")
     points = np.fromfile(path, dtype="<f4").reshape(-1, 4).astype(np.float32, copy=False)  # (N, 4)
     _check_finite(points, path)
     return points
@@ -276,6 +288,8 @@ def read_painted(path: str | Path) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.floating):
         raise DataError(path, f"expected a float array, got dtype {array.dtype}")
     array = array.astype(np.float64, copy=False)  # (N, 8)
+    if len(array) == 0:
+        raise DataError(path, "expected at least one point, got an empty (0, 8) array")
     _check_finite(array, path)
     scores = array[:, 4:]  # (N, 4)
     if scores.size and (scores.min() < -1e-6 or scores.max() > 1 + 1e-6):
@@ -313,7 +327,9 @@ def image_size(path: str | Path) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def check_image_matches_calib(calib: Calib, width: int, height: int, image_path: str | Path) -> None:
+def check_image_matches_calib(
+    calib: Calib, width: int, height: int, image_path: str | Path, calib_path: str | Path | None = None
+) -> None:
     """Raise DataError unless P2's principal point lies in the central half of a ``width`` x ``height`` image.
 
     The rule: W/4 <= cx <= 3W/4 and H/4 <= cy <= 3H/4 with (cx, cy) = (P2[0, 2], P2[1, 2]). A real camera's
@@ -325,7 +341,23 @@ def check_image_matches_calib(calib: Calib, width: int, height: int, image_path:
         raise DataError(
             image_path,
             f"expected an image whose central half holds P2's principal point ({cx:.1f}, {cy:.1f}) px, got a "
-            f"{width}x{height} image (the image does not match the calib)",
+            f"{width}x{height} image (the image does not match the calib"
+            + (f" {calib_path})" if calib_path is not None else ")"),
+        )
+
+
+def check_points_in_view(num_in_view: int, num_points: int, view: str | Path, calib_path: str | Path) -> None:
+    """Raise DataError when a scan has points but none lands in image_2's view.
+
+    The rule: a LiDAR scan always sees part of what its camera sees, so keeping 0 of N > 0 points means the
+    image size (``view``: the image file, or a description of the assumed size) or the calib is not the
+    scan's. A real KITTI frame keeps about 20 000 of 120 000 points.
+    """
+    if num_points > 0 and num_in_view == 0:
+        raise DataError(
+            view,
+            f"expected some of the scan's {num_points} points in this image's view, got none with calib "
+            f"{calib_path} (the image or the calib is not this scan's)",
         )
 
 
@@ -349,6 +381,8 @@ def read_split(path: str | Path) -> list[str]:
             raise DataError(path, f"expected each frame id once, {frame_id} is also on line {first}", number)
         seen[frame_id] = number
         ids.append(frame_id)
+    if not ids:
+        raise DataError(path, "expected at least one 6-digit frame id, got an empty split")
     return ids
 
 
@@ -384,6 +418,9 @@ def _parse_label_line(fields: Sequence[str], path: Path, number: int, allow_scor
     if kind not in KITTI_CLASSES:
         raise DataError(path, f"expected a class in {', '.join(KITTI_CLASSES)}, got {kind!r}", number)
     values = _parse_floats(fields[1:], path, number, what="after the class name")
+    if kind != "DontCare" and (values[7:10] < 0).any():  # DontCare lines write -1 for "no 3D box"
+        sizes = ", ".join(f"{n}={f}" for n, f in zip("hwl", fields[8:11], strict=True))
+        raise DataError(path, f"expected sizes h, w, l >= 0, got {sizes}", number)
     occluded = values[1]
     if occluded != int(occluded):
         raise DataError(path, f"expected an integer occlusion state, got {fields[2]!r}", number)
@@ -677,9 +714,11 @@ def load_frame(root: str | Path, frame_id: str, painted: bool = False, subset: s
     calib = read_calib(paths.calib)
     scan = read_scan(paths, painted)  # (N, 4) or (N, 8)
     image = read_image(paths.image)  # (H, W, 3)
-    check_image_matches_calib(calib, image.shape[1], image.shape[0], paths.image)
+    check_image_matches_calib(calib, image.shape[1], image.shape[0], paths.image, paths.calib)
     labels = read_labels(paths.label) if paths.label.is_file() else []
-    return frame_from_scan(frame_id, scan, calib, image=image, labels=labels, painted=painted)
+    frame = frame_from_scan(frame_id, scan, calib, image=image, labels=labels, painted=painted)
+    check_points_in_view(len(frame.points_rect), len(scan), paths.image, paths.calib)
+    return frame
 
 
 def frame_from_scan(
@@ -786,10 +825,19 @@ def _is_float(text: str) -> bool:
 
 
 def _check_finite(array: np.ndarray, path: Path) -> None:
+    """Finite values in every row, and x, y, z within ``MAX_POINT_DISTANCE`` (the row is named)."""
     finite = np.isfinite(array).all(axis=1)
     if not finite.all():
         row = int(np.flatnonzero(~finite)[0])
         message = f"expected finite values, point {row} (of {len(array)}) is {array[row].tolist()}"
+        raise DataError(path, message)
+    far = (np.abs(array[:, :3]) > MAX_POINT_DISTANCE).any(axis=1)
+    if far.any():
+        row = int(np.flatnonzero(far)[0])
+        message = (
+            f"expected x, y, z within {MAX_POINT_DISTANCE:g} m of the sensor, point {row} (of {len(array)}) "
+            f"is {array[row].tolist()}"
+        )
         raise DataError(path, message)
 
 

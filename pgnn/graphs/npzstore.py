@@ -4,7 +4,8 @@ Byte-identical artifacts for equal content are what keep DVC hashes stable, so :
 that to numpy's zip writer: it writes the same format (a zip of ``.npy`` members, stored uncompressed) itself,
 with a fixed timestamp, fixed permissions and sorted member names. :func:`open_npz_memmap` maps each
 member straight from the file: slicing one frame out of a shard of many costs microseconds, not a read of
-the whole array.
+the whole array. Opening checks every member's CRC-32 first (:func:`pgnn.io.verify_zip`, one read of the
+file, ~1 GB/s), so a corrupted shard is an error naming it, not silently wrong numbers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from pgnn.core.errors import DataError
-from pgnn.core.io import atomic_path
+from pgnn.core.io import atomic_path, verify_zip
 
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -35,14 +36,19 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
             zf.writestr(info, buf.getvalue())
 
 
-def open_npz_memmap(path: str | Path) -> dict[str, np.ndarray]:
+def open_npz_memmap(path: str | Path, verify: bool = True) -> dict[str, np.ndarray]:
     """Map every member of an uncompressed ``.npz`` read-only into memory.
 
+    ``verify`` first checks each member's bytes against its CRC-32 (reads the whole file once).
+
     Raises:
-        DataError: the file is not a zip of uncompressed, non-object ``.npy`` members.
+        DataError: the file is not a zip of uncompressed, non-object ``.npy`` members, or (``verify``) a
+            member's bytes do not match its CRC-32.
     """
     path = Path(path)
     out: dict[str, np.ndarray] = {}
+    if verify and zipfile.is_zipfile(path):  # not a zip: the error below says so
+        verify_zip(path, what=".npz (zip) file")
     try:
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as e:

@@ -17,12 +17,20 @@ A checkpoint is a plain dict::
 
 Only tensors, dicts, lists, tuples, strings, numbers, booleans and None may appear, so that loading never runs
 pickled code. File names of a run's checkpoints carry the step: ``ckpt-00001000.pt``.
+
+Loading verifies the file first: ``torch.save`` writes a zip archive whose every record carries a CRC-32,
+which ``torch.load`` does not check (flipped bytes inside a tensor load silently); :func:`load_checkpoint`
+checks them all (:func:`pgnn.io.verify_zip`) and a corrupted file is a ``DataError`` naming it.
+:func:`latest_good_checkpoint` is what a resumed run starts from: the newest checkpoint that loads, the
+corrupted newer ones moved aside with a warning.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +38,7 @@ import torch
 
 from pgnn.config.network import ModelConfig
 from pgnn.core.errors import DataError
-from pgnn.core.io import write_bytes_atomic
+from pgnn.core.io import verify_zip, write_bytes_atomic
 from pgnn.nn.model import PointGNN
 
 CHECKPOINT_FORMAT = "pgnn-checkpoint/1"
@@ -108,8 +116,11 @@ def save_checkpoint(path: str | Path, ckpt: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint (``weights_only=True``: no pickled code runs) and validate it."""
+    """Read a checkpoint (``weights_only=True``: no pickled code runs), after checking the CRC-32 of every
+    record of its zip archive, and validate it."""
     path = Path(path)
+    if zipfile.is_zipfile(path):  # every pgnn checkpoint; anything else fails in torch.load below
+        verify_zip(path, what="checkpoint (torch zip archive)")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError as e:
@@ -152,6 +163,39 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
         if m and p.is_file() and (best is None or int(m.group(1)) > best[0]):
             best = (int(m.group(1)), p)
     return None if best is None else best[1]
+
+
+def checkpoints_newest_first(directory: str | Path) -> list[Path]:
+    """The ``ckpt-<step>.pt`` files of ``directory``, highest step first ([] if there is no such folder)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name)) and p.is_file()]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def latest_good_checkpoint(
+    directory: str | Path, warn: Callable[[str], None] | None = None, quarantine: bool = True
+) -> Path | None:
+    """The newest ``ckpt-<step>.pt`` of ``directory`` that loads (:func:`load_checkpoint`), or None.
+
+    Each newer one that fails to load (corrupted, truncated, foreign) is reported through ``warn`` (one line
+    naming it) and, with ``quarantine``, renamed to ``<name>.corrupt``, so that neither a later resume nor the
+    pruning of old checkpoints (which keeps the highest steps) takes it for a good one.
+    """
+    for path in checkpoints_newest_first(directory):
+        try:
+            load_checkpoint(path)
+            return path
+        except DataError as e:
+            moved = ""
+            if quarantine:
+                aside = path.with_name(path.name + ".corrupt")
+                path.replace(aside)
+                moved = f"; moved it to {aside.name}"
+            if warn is not None:
+                warn(f"skipping a bad checkpoint: {e}{moved}; falling back to the previous one")
+    return None
 
 
 TRAINING_STATE_KEYS = ("optimizer", "scheduler", "rng", "epoch", "position", "num_records", "world_size")

@@ -14,7 +14,7 @@ from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import RESUMABLE_CHANGES, TrainConfig
 from pgnn.nn.checkpoint import (
     checkpoint_name,
-    latest_checkpoint,
+    latest_good_checkpoint,
     load_checkpoint,
     make_checkpoint,
     save_checkpoint,
@@ -116,7 +116,7 @@ def restore_run(
     if dist.rank == 0 and out_dir.is_dir():  # half-written checkpoints of a killed run
         for stale in out_dir.glob(".tmp-ckpt-*"):
             stale.unlink(missing_ok=True)
-    resume_path = latest_checkpoint(out_dir)
+    resume_path = latest_good_checkpoint(out_dir, log.warning) if dist.rank == 0 else None  # verified
     if dist.enabled:  # every rank resumes from what rank 0 saw
         shared = [str(resume_path) if resume_path else None]
         torch.distributed.broadcast_object_list(shared, src=0)
