@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
     "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),
     "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval): table or JSON"),
+    "check": ("pgnn.commands.check", "compare pgnn with the original's golden references (train-step)"),
+    "import-config": ("pgnn.commands.import_config", "an original config pair as params.yaml sections"),
     "dvc-yaml": ("pgnn.commands.dvc_yaml", "write dvc.yaml from the stage table (pgnn/pipeline/stages.py)"),
 }
 

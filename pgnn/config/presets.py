@@ -56,7 +56,7 @@ class Recipe(BaseModel):
     """Ground-truth sampling (pasting database objects) before the augmentation; None: off."""
 
 
-def _car(model: str, input_features: str = "i") -> Recipe:
+def _car(model: str, input_features: str = "i", **train: Any) -> Recipe:
     return Recipe(
         graph=GRAPH_PRESETS["car"],
         graph_name="car",
@@ -66,14 +66,19 @@ def _car(model: str, input_features: str = "i") -> Recipe:
         model=MODEL_PRESETS[model],
         # configs/car_auto_T3_train_train_config: sgd 0.125, x0.1 every 400k steps, batch 4 (2 GPUs x 2)
         train=TrainConfig(
-            optimizer="sgd",
-            initial_lr=0.125,
-            decay_step=400_000,
-            decay_factor=0.1,
-            batch_size=4,
-            max_steps=1_400_000,
-            max_epoch=1718,
-            checkpoint_every=10_000,
+            **{
+                "optimizer": "sgd",
+                "initial_lr": 0.125,
+                "decay_step": 400_000,
+                "decay_factor": 0.1,
+                "batch_size": 4,
+                "max_steps": 1_400_000,
+                "max_epoch": 1718,
+                "checkpoint_every": 10_000,
+                "save_every_epoch": 20,
+                "train_dataset": "train_car.txt",
+                **train,
+            }
         ),
         loss=LossConfig(cls_loss_type="softmax", cls_loss_weight=0.1, loc_loss_weight=10.0),
         # the car_auto_T* train configs' data_aug_configs; none of them uses crop_aug (GT sampling)
@@ -136,7 +141,11 @@ PRESETS: Mapping[str, Recipe] = MappingProxyType(
         "small": _SMALL,
         "small_3class": _three_class(_SMALL),
         "car_T3": _car("car_T3"),
-        "painted_car_T3": _car("painted_car_T3", input_features="is"),
+        # the fork's checkpoints/painted_car_auto_T3_train/train_config: 1 GPU x batch 2, 245k steps or 150
+        # epochs (it stopped at 150 epochs, 244,500 steps, before the 400k decay: constant-LR SGD)
+        "painted_car_T3": _car(
+            "painted_car_T3", input_features="is", batch_size=2, max_steps=245_000, max_epoch=150
+        ),
         "ped_cyc_T3": Recipe(
             graph=GRAPH_PRESETS["ped_cyc"],
             graph_name="ped_cyc",
@@ -154,8 +163,16 @@ PRESETS: Mapping[str, Recipe] = MappingProxyType(
                 max_steps=1_000_000,
                 max_epoch=1611,
                 checkpoint_every=10_000,
+                save_every_epoch=20,
+                train_dataset="trainval_pedestrian_cyclist.txt",
             ),
-            loss=LossConfig(cls_loss_type="softmax", cls_loss_weight=0.1, loc_loss_weight=10.0),
+            # its model_kwargs regularise with l1 scale 1e-6 (the car configs: 5e-7)
+            loss=LossConfig(
+                cls_loss_type="softmax",
+                cls_loss_weight=0.1,
+                loc_loss_weight=10.0,
+                regularizer_kwargs={"scale": 1e-6},
+            ),
             postprocess=PostprocessConfig(
                 class_names=("Background", "Pedestrian", "Pedestrian", "Cyclist", "Cyclist", "DontCare"),
                 class_fold={2: 1, 4: 3},

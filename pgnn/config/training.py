@@ -8,23 +8,81 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 OptimizerName = Literal["sgd", "momentum", "rmsprop", "adam"]
 
-# The original's per-optimiser defaults, in torch's argument names. TF's RMSProp (decay 0.9, momentum 0.9,
-# epsilon 1.0) maps to torch's alpha / momentum / eps; TF adds epsilon inside the square root and starts the
-# mean square at 1, torch adds it outside and starts at 0: "rmsprop" is close to the original, not equal.
-OPTIMIZER_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
-    "sgd": {},
-    "momentum": {"momentum": 0.9},
-    "rmsprop": {"momentum": 0.9, "alpha": 0.9, "eps": 1.0},
-    "adam": {},
+
+class _Kwargs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SgdKwargs(_Kwargs):
+    """``sgd``: no keyword arguments."""
+
+
+class MomentumKwargs(_Kwargs):
+    """``momentum``: TF's arguments; the default momentum 0.9 is the original train.py's."""
+
+    momentum: float = Field(0.9, ge=0.0)
+    use_nesterov: bool = False
+
+
+class RMSPropKwargs(_Kwargs):
+    """``rmsprop``: TF's arguments; the defaults are the original train.py's (not TF's 0.9 / 0 / 1e-10)."""
+
+    decay: float = Field(0.9, ge=0.0, le=1.0)
+    momentum: float = Field(0.9, ge=0.0)
+    epsilon: float = Field(1.0, ge=0.0)
+    centered: bool = False
+
+
+class AdamKwargs(_Kwargs):
+    """``adam``: TF's arguments and defaults (the original passes none)."""
+
+    beta1: float = Field(0.9, ge=0.0, lt=1.0)
+    beta2: float = Field(0.999, ge=0.0, lt=1.0)
+    epsilon: float = Field(1e-8, ge=0.0)
+
+
+OPTIMIZER_KWARGS: Mapping[str, type[_Kwargs]] = {
+    "sgd": SgdKwargs,
+    "momentum": MomentumKwargs,
+    "rmsprop": RMSPropKwargs,
+    "adam": AdamKwargs,
 }
+"""The keyword arguments of the original's optimisers (TF1's names; the updates: pgnn.training.tf1_optim)."""
+
+# train.py's ``optimizer_kwargs_dict``: what the original passes when the config gives no optimizer_kwargs.
+ORIGINAL_DEFAULT_KWARGS: Mapping[str, Mapping[str, Any]] = {
+    name: kwargs_model().model_dump() for name, kwargs_model in OPTIMIZER_KWARGS.items()
+}
+
+
+def optimizer_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The full keyword arguments of optimiser ``name``: the original's defaults updated with ``kwargs``.
+
+    Raises ``ValueError`` naming the optimiser and the key for an unknown optimiser or keyword.
+    """
+    if name not in OPTIMIZER_KWARGS:
+        raise ValueError(f"unknown optimizer {name!r}; expected one of {sorted(OPTIMIZER_KWARGS)}")
+    model = OPTIMIZER_KWARGS[name]
+    unknown = sorted(set(kwargs) - set(model.model_fields))
+    if unknown:
+        raise ValueError(
+            f"optimizer {name!r}: unsupported optimizer_kwargs {unknown}; expected some of "
+            f"{sorted(model.model_fields)}"
+        )
+    try:
+        return model.model_validate(dict(kwargs)).model_dump()
+    except ValidationError as e:
+        raise ValueError(f"optimizer {name!r}: invalid optimizer_kwargs: {e}") from e
+
 
 # Settings that may change between a run and its resumption without breaking the exact continuation.
 # They are not part of a run's key (pgnn.training.source.train_run_key): changing them resumes the run.
 RESUMABLE_CHANGES = {
+    "train_dataset",
     "max_steps",
     "max_epoch",
     "checkpoint_every",
@@ -45,7 +103,9 @@ class TrainConfig(BaseModel):
 
     optimizer: OptimizerName = "sgd"
     optimizer_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Overrides of :data:`OPTIMIZER_DEFAULTS` (torch names: ``momentum``, ``alpha``, ``eps``...)."""
+    """TF1's keyword arguments over the original's defaults (:data:`ORIGINAL_DEFAULT_KWARGS`):
+    momentum: ``momentum``, ``use_nesterov``; rmsprop: ``decay``, ``momentum``, ``epsilon``, ``centered``;
+    adam: ``beta1``, ``beta2``, ``epsilon``. The update rules are TF1's (:mod:`pgnn.training.tf1_optim`)."""
     initial_lr: float = Field(0.125, gt=0.0)
     decay_step: int = Field(400_000, ge=1)
     decay_factor: float = Field(0.1, gt=0.0)
@@ -63,6 +123,9 @@ class TrainConfig(BaseModel):
     keep_last: int = Field(3, ge=1)
     """Checkpoints kept per run (older ones of the same run are deleted; other runs are never touched)."""
     seed: int = 0
+    train_dataset: str | None = None
+    """The original's split file the recipe trained on (e.g. ``train_car.txt``), recorded with the recipe;
+    pgnn reads ``data.train_split`` and, with ``class_filter``, keeps the frames the original's file lists."""
     class_filter: bool = True
     """Train only on frames with at least one object of the label method's classes (the original's
     ``train_car.txt`` / ``train_pedestrian_cyclist.txt``); False: every frame of the split."""
@@ -85,6 +148,7 @@ class TrainConfig(BaseModel):
     def _check(self) -> TrainConfig:
         if self.max_steps is None and self.max_epoch is None:
             raise ValueError("set max_steps, max_epoch or both")
+        optimizer_kwargs(self.optimizer, self.optimizer_kwargs)  # a ValueError naming a bad key
         if isinstance(self.num_workers, int) and self.num_workers < 0:
             raise ValueError(f"num_workers: expected >= 0 or 'auto', got {self.num_workers}")
         return self

@@ -20,9 +20,24 @@ from pgnn.config.training import TrainConfig
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """``tf.train.exponential_decay``: the learning rate of the update after ``step`` completed steps."""
-    exponent = step // cfg.decay_step if cfg.staircase else step / cfg.decay_step
-    return cfg.initial_lr * cfg.decay_factor**exponent
+    """The learning rate of the update after ``step`` completed steps (:func:`exponential_decay`)."""
+    return exponential_decay(step, cfg.initial_lr, cfg.decay_step, cfg.decay_factor, cfg.staircase)
+
+
+def exponential_decay(
+    step: int, initial_lr: float, decay_step: int, decay_factor: float, staircase: bool = True
+) -> float:
+    """``tf.train.exponential_decay`` at global step ``step`` (the steps completed before this update)::
+
+        lr = initial_lr * decay_factor ** (step / decay_step)        (floor of the ratio when staircase)
+
+    computed in float32 as TF does (0.125 * 0.1 -> 0.012500000186...).
+    """
+    f32 = np.float32
+    ratio = f32(step) / f32(decay_step)
+    if staircase:
+        ratio = np.floor(ratio)
+    return float(f32(initial_lr) * np.power(f32(decay_factor), f32(ratio)))
 
 
 def epoch_permutation(seed: int, epoch: int, num_records: int) -> np.ndarray:

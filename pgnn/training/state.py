@@ -21,8 +21,8 @@ from pgnn.nn.checkpoint import (
 )
 from pgnn.nn.model import PointGNN
 from pgnn.training.distributed import Dist
-from pgnn.training.optim import make_optimizer
 from pgnn.training.schedule import learning_rate
+from pgnn.training.tf1_optim import make_run_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def restore_run(
         resume_path = Path(shared[0]) if shared[0] else None
     model = PointGNN(model_cfg, generator=torch.Generator().manual_seed(train_cfg.seed))
     model.to(dist.device)
-    run = RunState(model, make_optimizer(list(model.parameters()), train_cfg), out_dir, meta)
+    run = RunState(model, make_run_optimizer(list(model.parameters()), train_cfg), out_dir, meta)
     if resume_path is not None:
         ckpt = load_checkpoint(resume_path, map_location=dist.device)
         if ckpt["model_config"] != model_cfg.model_dump(mode="json"):

@@ -56,8 +56,8 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     for name, value in single["model"].items():
         assert not torch.equal(value, TINY_MODEL_INIT[name]) or name.endswith("bias"), name
         torch.testing.assert_close(ddp["model"][name], value, rtol=0, atol=1e-5, msg=name)
-    momentum = [s["momentum_buffer"] for s in single["optimizer"]["state"].values()]
-    momentum_ddp = [s["momentum_buffer"] for s in ddp["optimizer"]["state"].values()]
+    momentum = [s["accum"] for s in single["optimizer"]["state"].values()]
+    momentum_ddp = [s["accum"] for s in ddp["optimizer"]["state"].values()]
     for a, b in zip(momentum_ddp, momentum, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
     # rank 0 alone logged, with the losses and metrics of both ranks' vertices: the single process's numbers

@@ -289,3 +289,11 @@ def test_divergence_stops_before_a_bad_update(tmp_path: Path) -> None:
     assert saved, "expected the steps before the divergence to be checkpointed"
     for path in saved:
         assert all(torch.isfinite(v).all() for v in final_state(path)["model"].values()), path
+
+
+def test_save_every_epoch_also_checkpoints_at_those_epoch_ends(tmp_path: Path) -> None:
+    # 8 records at batch 2: 4 steps an epoch; 3 epochs; every 2nd epoch (step 8) and the end (step 12)
+    cfg = tiny_train_config(max_steps=None, max_epoch=3, save_every_epoch=2, keep_last=10)
+    train(tiny_records(8), TINY_MODEL, cfg, LOSS, tmp_path / "ckpt", meta=META)
+    saved = sorted(p.name for p in (tmp_path / "ckpt").glob("ckpt-*.pt"))
+    assert saved == ["ckpt-00000008.pt", "ckpt-00000012.pt"]

@@ -1,0 +1,76 @@
+"""``pgnn check train-step CASE.npz --config CONFIG.json --train-config TRAIN.json [--json]``: compare pgnn's
+training step with the original TF training graph's golden reference (``pgnn.training.check_step``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+# figures printed by the table, in order
+_HEADLINE = (
+    "loss_rel",
+    "grad_rel",
+    "weights_rel",
+    "replay_rel",
+    "forced_rel",
+    "lr_rel",
+    "update_rel",
+    "grad_stats_rel",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="check", metavar="CHECK", required=True)
+    step = sub.add_parser(
+        "train-step",
+        help="pgnn's training step vs a train_step reference case (loss, gradients, weights after K steps)",
+    )
+    step.add_argument("case", help="a reference case npz, e.g. pointgnn_reference/train_step/case_a.npz")
+    step.add_argument("--config", required=True, help="the original model config (JSON, load_config format)")
+    step.add_argument(
+        "--train-config", required=True, help="the original train config (JSON, load_train_config format)"
+    )
+    step.add_argument(
+        "--inputs", default=None, help="an npz with the input/* arrays when the case has none (case_b.npz)"
+    )
+    step.add_argument("--steps", type=int, default=None, help="run at most this many of the case's steps")
+    step.add_argument(
+        "--no-forced",
+        action="store_true",
+        help="skip the extra run that starts from the reference gradient of step 0 (forced_rel)",
+    )
+    step.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    step.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if isinstance(value, float) and math.isfinite(value) else str(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from pgnn.training.check_step import check_train_step
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    result = check_train_step(
+        args.case,
+        args.config,
+        args.train_config,
+        inputs_path=args.inputs,
+        max_steps=args.steps,
+        forced=not args.no_forced,
+    )
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['case']}: {result['steps']} steps of {result['optimizer']}, lr {result['lr']}")
+    for key in _HEADLINE:
+        print(f"  {key:15s} {_fmt(result[key])}")
+    print("  compared: " + "; ".join(result["compared"]))
+    return 0

@@ -1,0 +1,36 @@
+"""``pgnn import-config CONFIG.json TRAIN.json [--out params.yaml]``: an original config pair as params.yaml
+sections over a preset (``pgnn.config.original.params_overrides``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "config", help="the original model config (JSON, e.g. configs/car_auto_T3_train_config)"
+    )
+    parser.add_argument("train_config", help="the original train config (JSON, e.g. ..._train_train_config)")
+    parser.add_argument("--preset", default=None, help="preset to build on (default: by label method)")
+    parser.add_argument("--out", default=None, help="write the YAML here instead of printing it")
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from pgnn.config.original import params_overrides
+    from pgnn.core.io import write_text_atomic
+
+    params = params_overrides(args.config, args.train_config, preset=args.preset)
+    names = f"{Path(args.config).name} {Path(args.train_config).name}"
+    text = (
+        f"# pgnn import-config {names}: the original pair as params.yaml sections over the preset\n"
+        "# (the data, synthetic and eval sections are not part of it)\n"
+        + yaml.safe_dump(params, sort_keys=False)
+    )
+    if args.out is None:
+        print(text, end="")
+    else:
+        write_text_atomic(args.out, text)
+    return 0

@@ -1,0 +1,479 @@
+"""Golden training-step parity: pgnn's training step against what the original TF training graph computed.
+
+A *case* (``pointgnn_reference/train_step/case_*.npz``, see its README) holds, for one merged 2-frame batch,
+the fed tensors (``input/*``), the loss terms and every gradient at the initial weights (``loss/*``,
+``grad/<var>``), the initial weights (``init/<var>``), the weights after K optimiser steps (``final/<var>``)
+and per-step history (``steps/*``: learning rates, loss terms, gradient and weight norms). Variables are
+named as in TF (``layer2/extract_vertex_features/fully_connected/weights``, slim layout [in, out]).
+
+:func:`check_train_step` builds pgnn's model, loss and optimiser from the two original-format JSON files
+(:mod:`pgnn.config.original`), loads the case's initial weights, and runs K steps of pgnn's *own* training
+step (``pgnn.training.step.train_step``, the function the training loop calls, with
+``pgnn.training.schedule.learning_rate``
+and the TF1 optimiser of :mod:`pgnn.training.tf1_optim`) on the saved batch. It reports relative errors::
+
+    rel(a, ref) = ||a - ref|| / ||ref||        (||a - ref|| when ref is all zeros)
+
+* ``loss_rel``: max over cls, loc, reg, total at the initial weights;
+* ``grad_rel``: max over the stored ``grad/<var>`` (all variables; biases only in the T3 supplement);
+* ``weights_rel``: max of the final weights' rel (``final/<var>``) and, at every step, the rel of each
+  variable's norm against ``steps/param_norm/<var>``;
+* ``replay_rel``: where the case stores later gradients ``grad_step1/<var>``, ``grad_step2/<var>``...: pgnn's
+  optimiser and schedule applied to exactly the reference gradients, compared like ``weights_rel``;
+  ``None`` otherwise;
+* ``forced_rel``: like ``weights_rel``, for a run whose step 0 applies pgnn's optimiser to the reference
+  gradient ``grad/`` (so it continues from the reference's own weights after step 1) and whose later steps
+  are pgnn's own. It separates the update rule from the float32 noise of the step-0 gradient, which the
+  max and ReLU kinks amplify over the following steps (case b: a 1e-6 gradient difference at step 1 moves
+  the first layer's step-2 gradient by ~1e-4).
+
+A case without ``init/`` weights for every variable (``case_b_T3``) is initialised with its README's
+formula (``numpy.random.RandomState(0)``, Xavier-uniform weights in variable order, zero biases), checked
+against its ``init_checksum/<var>`` ([sum w, sum |w|, first, last]); its ``grad_stats/<var>`` ([||g||,
+sum g, sum |g|]) are compared as ``grad_stats_rel``. The output's ``compared`` lists what was compared.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pgnn.config.network import LossConfig, ModelConfig
+from pgnn.config.original import (
+    loss_config,
+    model_config,
+    read_original_config,
+    read_original_train_config,
+    train_config,
+)
+from pgnn.config.training import TrainConfig
+from pgnn.core.errors import DataError
+from pgnn.nn.graph_input import GraphInput, graph_input_from_arrays
+from pgnn.nn.losses import compute_loss, regularized_parameters
+from pgnn.nn.model import PointGNN
+from pgnn.nn.weights import tf_variable_names
+from pgnn.training.batches import TrainBatch
+from pgnn.training.distributed import Dist
+from pgnn.training.live import IntervalStats
+from pgnn.training.schedule import learning_rate
+from pgnn.training.step import train_step
+from pgnn.training.tf1_optim import make_optimizer
+
+LOSS_TERMS = ("cls", "loc", "reg", "total")
+
+
+def load_case(path: str | Path) -> dict[str, np.ndarray]:
+    """All arrays of a case npz (``allow_pickle=False``); ``DataError`` when it cannot be read."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except FileNotFoundError as e:
+        raise DataError(path, "expected a train-step reference case (npz), got no such file") from e
+    except (OSError, ValueError) as e:
+        raise DataError(path, f"expected a train-step reference case (npz), got {e}") from e
+
+
+def _need(arrays: Mapping[str, np.ndarray], key: str, source: Path, what: str = "") -> np.ndarray:
+    if key not in arrays:
+        raise DataError(source, f"expected an array {key!r}{what}, got none")
+    return arrays[key]
+
+
+def rel(a: np.ndarray, ref: np.ndarray) -> float:
+    """||a - ref|| / ||ref|| in float64 (the absolute ||a - ref|| when ref is all zeros)."""
+    a64, r64 = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    if a64.shape != r64.shape:
+        raise ValueError(f"shape {a64.shape} vs reference {r64.shape}")
+    diff = float(np.linalg.norm(a64 - r64))
+    scale = float(np.linalg.norm(r64))
+    return diff / scale if scale > 0 else diff
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Inputs and weights
+# ----------------------------------------------------------------------------------------------------------
+
+
+def case_batch(arrays: Mapping[str, np.ndarray], source: Path) -> TrainBatch:
+    """The saved batch as pgnn's ``TrainBatch``: the merged graph (frames from ``batch/num_vertices``) and
+    the targets of its keypoints (``input/class_labels`` (N1, 1), ``input/encoded_gt_boxes`` (N1, 1, 7),
+    ``input/valid_gt_boxes`` (N1, 1, 1))."""
+    graph_arrays = {"input_features": _need(arrays, "input/initial_vertex_features", source)}
+    level = 0
+    while f"input/vertex_coord_list_{level}" in arrays:
+        graph_arrays[f"vertex_coord_{level}"] = arrays[f"input/vertex_coord_list_{level}"]
+        level += 1
+    for i in range(level - 1):
+        graph_arrays[f"keypoint_indices_{i}"] = _need(arrays, f"input/keypoint_indices_list_{i}", source)
+        graph_arrays[f"edges_{i}"] = _need(arrays, f"input/edges_list_{i}", source)
+    g = graph_input_from_arrays(graph_arrays, source=str(source))
+    n1 = g.vertex_coord[1].shape[0]
+    if "batch/num_vertices" in arrays:
+        per_frame = np.asarray(arrays["batch/num_vertices"])[:, 1]  # (B,) level-1 vertices of each frame
+        if int(per_frame.sum()) != n1:
+            raise DataError(source, f"expected batch/num_vertices[:, 1] to add up to {n1}, got {per_frame}")
+        frames = torch.repeat_interleave(
+            torch.arange(len(per_frame)), torch.from_numpy(per_frame.astype(np.int64))
+        )
+        g = GraphInput(g.features, g.vertex_coord, g.keypoint_indices, g.edges, frames, len(per_frame))
+    labels = np.asarray(_need(arrays, "input/class_labels", source)).reshape(-1)
+    boxes = np.asarray(_need(arrays, "input/encoded_gt_boxes", source))
+    valid = np.asarray(_need(arrays, "input/valid_gt_boxes", source)).reshape(-1)
+    if labels.shape != (n1,) or valid.shape != (n1,) or boxes.shape[0] != n1:
+        raise DataError(
+            source,
+            f"expected targets for the {n1} keypoints, got class_labels {labels.shape}, encoded_gt_boxes "
+            f"{boxes.shape}, valid_gt_boxes {valid.shape}",
+        )
+    return TrainBatch(
+        graph=g,
+        cls_labels=torch.from_numpy(labels.astype(np.int64)),
+        box_targets=torch.from_numpy(np.ascontiguousarray(boxes.reshape(n1, -1), dtype=np.float32)),
+        valid=torch.from_numpy(valid > 0),
+        indices=(0,),
+    )
+
+
+def xavier_init_from_formula(shapes: Mapping[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:
+    """The T3 supplement's initial weights: ``RandomState(seed)``, for each variable in order a weight
+    ``uniform(-l, l, shape)`` with ``l = sqrt(6 / (fan_in + fan_out))`` (float32), a bias zeros (no draw).
+
+    Shapes: shapes[var] is TF's ([in, out] for weights) -> the same shapes
+    """
+    rs = np.random.RandomState(seed)
+    out = {}
+    for name, shape in shapes.items():
+        if name.endswith("/weights"):
+            limit = math.sqrt(6.0 / (shape[0] + shape[1]))
+            out[name] = rs.uniform(-limit, limit, size=shape).astype(np.float32)
+        else:
+            out[name] = np.zeros(shape, np.float32)
+    return out
+
+
+def _tf_shapes(model: PointGNN, names: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
+    params = dict(model.named_parameters())
+    return {
+        tf: tuple(reversed(params[key].shape)) if tf.endswith("/weights") else tuple(params[key].shape)
+        for tf, key in names.items()
+    }
+
+
+def _as_tf(t: torch.Tensor, tf_name: str) -> np.ndarray:
+    a = t.detach().cpu().numpy()
+    return a.T if tf_name.endswith("/weights") else a
+
+
+def _load_tf_weights(model: PointGNN, names: Mapping[str, str], weights: Mapping[str, np.ndarray]) -> None:
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for tf, key in names.items():
+            a = weights[tf].T if tf.endswith("/weights") else weights[tf]
+            params[key].copy_(torch.from_numpy(np.ascontiguousarray(a)))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The check
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the two JSON files build."""
+
+    model: ModelConfig
+    loss: LossConfig
+    train: TrainConfig
+
+
+def setup_from_original(config_path: str | Path, train_config_path: str | Path) -> Setup:
+    """pgnn's model, loss and training configs of an original config pair."""
+    cfg = read_original_config(config_path)
+    tcfg = read_original_train_config(train_config_path)
+    return Setup(
+        model=model_config(cfg, source=config_path),
+        loss=loss_config(cfg, source=config_path),
+        train=train_config(tcfg, source=train_config_path),
+    )
+
+
+def _fresh_model(setup: Setup, names: Mapping[str, str], init: Mapping[str, np.ndarray]) -> PointGNN:
+    model = PointGNN(setup.model)
+    _load_tf_weights(model, names, init)
+    return model
+
+
+def _norms(model: PointGNN, names: Mapping[str, str]) -> dict[str, float]:
+    params = dict(model.named_parameters())
+    return {tf: float(np.linalg.norm(params[key].detach().double().numpy())) for tf, key in names.items()}
+
+
+def _norm_rel(history: list[dict[str, float]], arrays: Mapping[str, np.ndarray], prefix: str) -> float | None:
+    """max over steps and variables of |norm - ref| / ref against ``<prefix><var>`` (entry k = step k)."""
+    worst = None
+    for k, norms in enumerate(history):
+        for tf, value in norms.items():
+            key = prefix + tf
+            if key not in arrays or k >= len(arrays[key]):
+                continue
+            ref = float(arrays[key][k])
+            err = abs(value - ref) / ref if ref > 0 else abs(value - ref)
+            worst = err if worst is None else max(worst, err)
+    return worst
+
+
+def _max(*values: float | None) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _run_on_reference_gradients(
+    setup: Setup,
+    names: Mapping[str, str],
+    init: Mapping[str, np.ndarray],
+    arrays: Mapping[str, np.ndarray],
+    steps: int,
+    source: Path,
+    batch: TrainBatch | None = None,
+) -> float | None:
+    """Steps 0..steps-1 from ``init`` where each step whose reference gradient is stored (``grad/`` for step
+    0, ``grad_step<k>/`` for step k) applies pgnn's optimiser and schedule to it, and, given ``batch``, each
+    other step is pgnn's own training step on it (without ``batch`` a missing gradient is a DataError).
+    Returns the max rel of the final weights (``final/``) and of the per-step norms (``steps/param_norm/``).
+    """
+    model = _fresh_model(setup, names, init)
+    params = dict(model.named_parameters())
+    optimizer = make_optimizer(
+        setup.train.optimizer, list(model.parameters()), setup.train.initial_lr, setup.train.optimizer_kwargs
+    )
+    reg_params = regularized_parameters(model)
+    dist = Dist(rank=0, world_size=1, device=torch.device("cpu"), owns_group=False)
+    history = [_norms(model, names)]
+    for k in range(steps):
+        prefix = "grad/" if k == 0 else f"grad_step{k}/"
+        lr = learning_rate(k, setup.train)
+        if batch is not None and any(prefix + tf not in arrays for tf in names):
+            stats = IntervalStats(setup.model.num_classes, setup.model.box_encoding_len)
+            train_step(model, optimizer, [batch], reg_params, setup.loss, lr, dist, stats, k)
+        else:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            for tf, key in names.items():
+                g = _need(arrays, prefix + tf, source, f" (the reference gradient of step {k})")
+                g = g.T if tf.endswith("/weights") else g
+                params[key].grad = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32))
+            optimizer.step()
+        history.append(_norms(model, names))
+    final = [
+        rel(_as_tf(params[names[tf]], tf), arrays["final/" + tf]) for tf in names if "final/" + tf in arrays
+    ]
+    return _max(max(final) if final else None, _norm_rel(history, arrays, "steps/param_norm/"))
+
+
+def check_train_step(
+    case_path: str | Path,
+    config_path: str | Path,
+    train_config_path: str | Path,
+    *,
+    inputs_path: str | Path | None = None,
+    max_steps: int | None = None,
+    forced: bool = True,
+) -> dict[str, Any]:
+    """Run pgnn's training step on a reference case and compare (see the module docstring).
+
+    ``inputs_path``: an npz with the ``input/*`` arrays when the case has none (``case_b_T3`` takes
+    ``case_b.npz``'s). ``max_steps``: run at most this many of the case's steps (the ``final/`` weights are
+    then not compared). ``forced``: also report ``forced_rel`` (see the module docstring).
+    """
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 (step 0 gives the compared gradients), got {max_steps}")
+    started = time.perf_counter()
+    case_path = Path(case_path)
+    arrays = load_case(case_path)
+    setup = setup_from_original(config_path, train_config_path)
+    compared: list[str] = []
+
+    if "input/initial_vertex_features" in arrays:
+        batch_source, batch_arrays = case_path, arrays
+    elif inputs_path is not None:
+        batch_source, batch_arrays = Path(inputs_path), load_case(inputs_path)
+    else:
+        raise DataError(
+            case_path, "expected input/* arrays in the case, or an --inputs npz that has them, got neither"
+        )
+    batch = case_batch(batch_arrays, batch_source)
+
+    model = PointGNN(setup.model)
+    names = tf_variable_names(setup.model)
+    shapes = _tf_shapes(model, names)
+    stored = {k[len("init/") :] for k in arrays if k.startswith("init/")}
+    if stored == set(names):
+        init = {tf: _need(arrays, "init/" + tf, case_path) for tf in names}
+        for tf in names:
+            if tuple(init[tf].shape) != shapes[tf]:
+                raise DataError(case_path, f"expected init/{tf} of shape {shapes[tf]}, got {init[tf].shape}")
+        init_source = "init/<var> of the case"
+    else:
+        unknown = sorted(stored - set(names))
+        if unknown:
+            raise DataError(
+                case_path, f"expected init/<var> of the configured model, got unknown {unknown[:5]}"
+            )
+        init = xavier_init_from_formula(shapes, seed=0)
+        init_source = "RandomState(0) Xavier-uniform formula (README), zero biases"
+    init_checksum_rel = None
+    if any(k.startswith("init_checksum/") for k in arrays):
+        errs = []
+        for tf in names:
+            ref = np.asarray(_need(arrays, "init_checksum/" + tf, case_path), np.float64)
+            w = init[tf].astype(np.float64).ravel()
+            ours = np.array([w.sum(), np.abs(w).sum(), w[0], w[-1]])
+            errs.append(float(np.max(np.abs(ours - ref)) / max(float(ref[1]), 1e-30)))
+        init_checksum_rel = max(errs)
+        compared.append("init_checksum/<var> [sum, sum|w|, first, last] of the initial weights")
+    for tf in stored & set(names):
+        if tf not in init or not np.array_equal(arrays["init/" + tf], init[tf]):
+            raise DataError(case_path, f"expected init/{tf} to equal the initial weights used, it differs")
+    _load_tf_weights(model, names, init)
+
+    ref_lrs = [float(x) for x in _need(arrays, "steps/learning_rate", case_path)]
+    steps = len(ref_lrs) if max_steps is None else min(max_steps, len(ref_lrs))
+    params = dict(model.named_parameters())
+    optimizer = make_optimizer(
+        setup.train.optimizer, list(model.parameters()), setup.train.initial_lr, setup.train.optimizer_kwargs
+    )
+    reg_params = regularized_parameters(model)
+    dist = Dist(rank=0, world_size=1, device=torch.device("cpu"), owns_group=False)
+    model.train()
+
+    lrs: list[float] = []
+    losses: list[dict[str, float]] = []
+    grad_norms: list[dict[str, float]] = []
+    weight_norms = [_norms(model, names)]
+    first_grads: dict[str, np.ndarray] = {}
+    for k in range(steps):
+        lr = learning_rate(k, setup.train)
+        stats = IntervalStats(setup.model.num_classes, setup.model.box_encoding_len)
+        train_step(model, optimizer, [batch], reg_params, setup.loss, lr, dist, stats, k)
+        cls, loc = (float(x) for x in stats.data_terms)
+        losses.append({"cls": cls, "loc": loc, "reg": stats.reg, "total": cls + loc + stats.reg})
+        grads = {tf: _as_tf(params[key].grad, tf) for tf, key in names.items()}
+        if k == 0:
+            first_grads = grads
+        grad_norms.append({tf: float(np.linalg.norm(g.astype(np.float64))) for tf, g in grads.items()})
+        weight_norms.append(_norms(model, names))
+        lrs.append(lr)
+    with torch.no_grad():
+        logits, boxes = model(batch.graph)
+        terms = compute_loss(
+            logits, boxes, batch.cls_labels, batch.box_targets, batch.valid, reg_params, setup.loss
+        )
+    losses.append({t: float(terms[t]) for t in LOSS_TERMS})
+
+    ref_loss = {t: float(_need(arrays, f"loss/{t}_loss", case_path)) for t in LOSS_TERMS}
+    loss_rel = max(abs(losses[0][t] - ref_loss[t]) / abs(ref_loss[t]) for t in LOSS_TERMS)
+    compared.append("loss/{cls,loc,reg,total}_loss at the initial weights")
+    grad_keys = [tf for tf in names if "grad/" + tf in arrays]
+    grad_rel = max(rel(first_grads[tf], arrays["grad/" + tf]) for tf in grad_keys) if grad_keys else None
+    if grad_keys:
+        biases_only = len(grad_keys) < len(names) and all(k.endswith("/biases") for k in grad_keys)
+        which = f"the {len(grad_keys)} biases" if biases_only else f"{len(grad_keys)} variables"
+        compared.append(f"grad/<var> at the initial weights for {which} (of {len(names)})")
+    grad_stats_rel = None
+    if any(k.startswith("grad_stats/") for k in arrays):
+        errs = []
+        for tf in names:
+            ref = np.asarray(_need(arrays, "grad_stats/" + tf, case_path), np.float64)
+            g = first_grads[tf].astype(np.float64)
+            ours = np.array([np.linalg.norm(g), g.sum(), np.abs(g).sum()])
+            scale = np.array([ref[0], ref[2], ref[2]])  # sum g relative to sum |g|
+            diff = np.abs(ours - ref)
+            errs.append(float(np.max(np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), diff))))
+        grad_stats_rel = max(errs)
+        compared.append("grad_stats/<var> [||g||, sum g, sum|g|] (errors relative to ||g||, sum|g|)")
+
+    final_keys = [tf for tf in names if "final/" + tf in arrays]
+    weights_final_rel = None
+    update_rel = None
+    if final_keys and steps == len(ref_lrs):
+        weights_final_rel = max(
+            rel(_as_tf(params[names[tf]], tf), arrays["final/" + tf]) for tf in final_keys
+        )
+        updates = [
+            rel(_as_tf(params[names[tf]], tf) - init[tf], arrays["final/" + tf] - init[tf])
+            for tf in final_keys
+            if np.any(arrays["final/" + tf] != init[tf])
+        ]
+        update_rel = max(updates) if updates else None
+        compared.append(f"final/<var> after {steps} steps for {len(final_keys)} variables")
+    weights_norm_rel = _norm_rel(weight_norms, arrays, "steps/param_norm/")
+    if weights_norm_rel is not None:
+        compared.append(f"steps/param_norm/<var> after each of {steps} steps (and at init)")
+    weights_rel = _max(weights_final_rel, weights_norm_rel)
+
+    steps_loss_rel = None
+    if "steps/total_loss" in arrays:
+        errs = []
+        for k, values in enumerate(losses):  # entry k: at the weights after k steps
+            for t in LOSS_TERMS:
+                ref_series = arrays[f"steps/{t}_loss"]
+                if k < len(ref_series):
+                    errs.append(abs(values[t] - float(ref_series[k])) / abs(float(ref_series[k])))
+        steps_loss_rel = max(errs)
+        compared.append("steps/{cls,loc,reg,total}_loss before each step and after the last")
+    step_grad_norm_rel = _norm_rel(grad_norms, arrays, "steps/grad_norm/")
+    if step_grad_norm_rel is not None:
+        compared.append("steps/grad_norm/<var> at each step")
+    lr_rel = max(abs(a - b) / b for a, b in zip(lrs, ref_lrs, strict=False)) if lrs else None
+    compared.append("steps/learning_rate")
+
+    replay_rel = None
+    if any(k.startswith("grad_step") for k in arrays):
+        replay_rel = _run_on_reference_gradients(setup, names, init, arrays, len(ref_lrs), case_path)
+        compared.append("replay: pgnn's optimizer on grad/ and grad_step<k>/ vs final/ and param norms")
+    forced_rel = None
+    if forced and steps == len(ref_lrs) > 1 and len(grad_keys) == len(names) and final_keys:
+        forced_rel = _run_on_reference_gradients(setup, names, init, arrays, steps, case_path, batch)
+        compared.append(
+            "forced: pgnn's optimizer on grad/ for step 0, then pgnn's own steps, vs final/ and param norms"
+        )
+
+    return {
+        "case": str(case_path),
+        "inputs": str(batch_source),
+        "config": str(config_path),
+        "train_config": str(train_config_path),
+        "optimizer": setup.train.optimizer,
+        "optimizer_kwargs": setup.train.optimizer_kwargs,
+        "variables": len(names),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "init": init_source,
+        "steps": steps,
+        "lr": lrs,
+        "lr_ref": ref_lrs[:steps],
+        "lr_rel": lr_rel,
+        "loss": {t: [losses[0][t], ref_loss[t]] for t in LOSS_TERMS},
+        "loss_rel": loss_rel,
+        "grad_rel": grad_rel,
+        "weights_rel": weights_rel,
+        "replay_rel": replay_rel,
+        "weights_final_rel": weights_final_rel,
+        "weights_norm_rel": weights_norm_rel,
+        "update_rel": update_rel,
+        "forced_rel": forced_rel,
+        "grad_stats_rel": grad_stats_rel,
+        "init_checksum_rel": init_checksum_rel,
+        "steps_loss_rel": steps_loss_rel,
+        "step_grad_norm_rel": step_grad_norm_rel,
+        "step_losses": losses,
+        "compared": compared,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
