@@ -22,7 +22,7 @@ xyz            list<fixed_size_list<float32>[3]>    the crop's points, **absolut
 attrs          list<fixed_size_list<float32>[K]>    their attributes (intensity, r, g, b[, scores])
 ============== ==================================== ===================================================
 
-Schema metadata: ``pgnn.data.gt_db.attr_names`` (JSON list of the K column names),
+Schema metadata: ``pgnn.gt_db.attr_names`` (JSON list of the K column names),
 ``pgnn.data.gt_db.box_scale``, ``pgnn.data.gt_db.min_points``, ``pgnn.data.gt_db.version``. Crops keep their
 absolute coordinates because a pasted object goes back to the same range and height it was seen at: its point
 density and self-occlusion pattern then fit the sensor, and the ring of ground points the scaled box caught
@@ -58,10 +58,10 @@ __all__ = [
 ]
 
 GT_DB_VERSION = 1
-_META_ATTR_NAMES = b"pgnn.data.gt_db.attr_names"
-_META_BOX_SCALE = b"pgnn.data.gt_db.box_scale"
-_META_MIN_POINTS = b"pgnn.data.gt_db.min_points"
-_META_VERSION = b"pgnn.data.gt_db.version"
+_META_ATTR_NAMES = b"pgnn.gt_db.attr_names"
+_META_BOX_SCALE = b"pgnn.gt_db.box_scale"
+_META_MIN_POINTS = b"pgnn.gt_db.min_points"
+_META_VERSION = b"pgnn.gt_db.version"
 _COLUMNS = ("frame_id", "object_index", "name", "difficulty", "box", "num_points", "xyz", "attrs")
 
 

@@ -114,6 +114,7 @@ class Output:
     """
 
     artifact: str
+    """A name of :data:`PATHS`, with ``:split`` for a per-split artifact of a stage without ``foreach``."""
     kind: Literal["out", "metric", "plot"] = "out"
     persist: bool = False
     cache: bool = True
@@ -199,7 +200,7 @@ STAGES: tuple[Stage, ...] = (
         "KITTI result files of the val split from the cached runtime graphs",
         params=("preset", "postprocess"),
         deps=("model", "graphs:val", "prepared:val"),
-        outs=(Output("predictions", persist=False), Output("timings", kind="metric", cache=False)),
+        outs=(Output("predictions:val"), Output("timings", kind="metric", cache=False)),
         foreach=None,
     ),
     Stage(
@@ -234,7 +235,10 @@ def artifact_path(ref: str, item: str | None) -> str:
         return ref
     if split == "{item}":
         split = item or ""
-    return PATHS[name].format(item=split or item)
+    split = split or item
+    if "{item}" in PATHS[name] and not split:
+        raise ValueError(f"artifact {ref!r} is per split: write it as '{name}:<split>'")
+    return PATHS[name].format(item=split)
 
 
 def code_deps(s: Stage, root: Path = PACKAGE_ROOT) -> tuple[str, ...]:

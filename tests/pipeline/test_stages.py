@@ -47,9 +47,7 @@ def test_code_deps_are_exactly_the_import_closure() -> None:
         listed = sorted(d for d in deps if d.startswith("pgnn/"))
         assert listed == sorted(closure_files(["pgnn.pipeline.stages", s.entry])), s.name
         assert f"stages/{s.name}.py" in deps and "stages/_common.py" in deps
-        artifacts = {
-            artifact_path(name, item) for name in PATHS for item in (None, "train", "val", "${item}")
-        }
+        artifacts = {PATHS[name].format(item=item) for name in PATHS for item in ("train", "val", "${item}")}
         for d in deps:  # every other dep is an artifact of the table or a params-templated path
             assert (REPO / d).is_file() or d in artifacts or d.startswith("${"), (s.name, d)
 
@@ -85,6 +83,9 @@ def test_layout_paths_come_from_the_table(tmp_path: Path) -> None:
     assert layout.model == tmp_path / PATHS["model"]
     assert artifact_path("graphs:{item}", "train") == "data/graphs/train"
     assert artifact_path("${data.root}", "train") == "${data.root}"
+    assert artifact_path("predictions:val", None) == "data/predictions/val"
+    with pytest.raises(ValueError, match="per split"):
+        artifact_path("predictions", None)  # the bug that once wrote data/predictions/None into dvc.yaml
     with pytest.raises(ValueError, match="per split"):
         layout.path("prepared")
     with pytest.raises(ValueError, match="unknown stage"):
