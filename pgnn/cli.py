@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval): table or JSON"),
     "check": ("pgnn.commands.check", "compare pgnn with the original's golden references (train-step)"),
     "import-config": ("pgnn.commands.import_config", "an original config pair as params.yaml sections"),
+    "checkpoints": (
+        "pgnn.commands.checkpoints",
+        "list the training runs' checkpoints; --prune removes old runs",
+    ),
     "dvc-yaml": ("pgnn.commands.dvc_yaml", "write dvc.yaml from the stage table (pgnn/pipeline/stages.py)"),
 }
 
