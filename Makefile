@@ -1,6 +1,6 @@
 # The two commands the README opens with:
 #   make pipeline   - build .venv if needed, then run the whole DVC pipeline on the synthetic dataset
-#   make test       - build .venv if needed, then run ruff and the full test suite
+#   make test       - build .venv if needed, then ruff (lint + format), dvc.yaml vs the stage table, the tests
 # Everything else here is a helper for those two.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
@@ -31,6 +31,8 @@ pipeline: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/python -m pgnn.cli dvc-yaml --check
 	$(VENV)/bin/python -m pytest -q
 
 bench: $(STAMP)
