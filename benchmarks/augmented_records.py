@@ -78,9 +78,10 @@ def main() -> None:
     from pgnn.config.network import MODEL_PRESETS
     from pgnn.config.presets import PRESETS
     from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, apply_augmentations
+    from pgnn.data.frames import load_frame
     from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db
     from pgnn.data.gt_paste import GtSampleConfig, sample_and_paste
-    from pgnn.data.kitti import labels_to_boxes, load_frame
+    from pgnn.data.labels import labels_to_boxes
     from pgnn.data.points import point_set_from_frame
     from pgnn.graphs.cache import GraphCache, write_graph_shard
     from pgnn.graphs.records import graph_record

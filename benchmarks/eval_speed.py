@@ -23,7 +23,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from pgnn.data.kitti import Label, read_labels, read_split, write_labels  # noqa: E402
+from pgnn.data.kitti import read_split  # noqa: E402
+from pgnn.data.labels import Label, read_labels, write_labels  # noqa: E402
 from pgnn.eval.kitti import ap_from_curves, curves_from_arrays, evaluate_dirs, load_dirs  # noqa: E402
 
 SHARED = Path(os.environ.get("PGNN_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"

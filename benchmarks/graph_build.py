@@ -15,7 +15,7 @@ over ``--repeat`` runs; tables show the mean over frames.
 
     .venv/bin/python benchmarks/graph_build.py [--repeat 5] [--synthetic 3] [--json]
 
-The crop stage is sensitive to the allocator: ``pgnn.data.kitti.fov_mask`` builds float64 temporaries of a
+The crop stage is sensitive to the allocator: ``pgnn.data.frames.fov_mask`` builds float64 temporaries of a
 few MB, which glibc serves fresh from mmap (page faults) until its mmap threshold has grown. Measured about
 4 ms in a full run (after the larger runtime graphs have raised the threshold) and about 10 ms when only
 the Car training preset runs.
@@ -44,6 +44,8 @@ import numpy as np  # noqa: E402
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig  # noqa: E402
 from pgnn.data import kitti  # noqa: E402
+from pgnn.data.frames import frame_from_scan, velo_to_rect_matrix  # noqa: E402
+from pgnn.data.labels import labels_to_boxes, read_labels  # noqa: E402
 from pgnn.graphs.radius import radius_edges  # noqa: E402
 from pgnn.graphs.targets import assign_targets  # noqa: E402
 from pgnn.graphs.voxel import downsample_levels  # noqa: E402
@@ -80,14 +82,14 @@ def real_frames(root: Path, frame_ids: Sequence[str]) -> list[RawFrame]:
     frames = []
     for fid in frame_ids:
         paths = kitti.frame_paths(root, fid)
-        labels = kitti.read_labels(paths.label)
+        labels = read_labels(paths.label)
         frames.append(
             RawFrame(
                 name=fid,
                 scan=kitti.read_velodyne(paths.points),
                 calib=kitti.read_calib(paths.calib),
                 image=kitti.read_image(paths.image),
-                boxes=kitti.labels_to_boxes(labels),
+                boxes=labels_to_boxes(labels),
                 names=[lb.type for lb in labels],
             )
         )
@@ -111,7 +113,7 @@ def synthetic_frames(count: int) -> list[RawFrame] | None:
                 scan=f.points_velo.astype(np.float32),
                 calib=f.calib,
                 image=f.image,
-                boxes=kitti.labels_to_boxes(f.labels),
+                boxes=labels_to_boxes(f.labels),
                 names=[lb.type for lb in f.labels],
             )
         )
@@ -123,7 +125,7 @@ def synthetic_frames(count: int) -> list[RawFrame] | None:
 
 
 def _crop_pgnn(frame: RawFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    f = kitti.frame_from_scan("bench", frame.scan, frame.calib, image=frame.image)  # pgnn's own loader path
+    f = frame_from_scan("bench", frame.scan, frame.calib, image=frame.image)  # pgnn's own loader path
     return f.points_rect, f.intensity, f.rgb
 
 
@@ -157,7 +159,7 @@ def _stage_times(t: list[float]) -> dict[str, float]:
 def _crop_original(frame: RawFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The original's get_cam_points_in_image_with_rgb: float32 transform, z > 0.1, strict image bounds."""
     c = frame.calib
-    velo_to_cam = kitti.velo_to_rect_matrix(c)  # (the original added a camera-2 offset; same cost)
+    velo_to_cam = velo_to_rect_matrix(c)  # (the original added a camera-2 offset; same cost)
     xyz = frame.scan[:, :3] @ velo_to_cam[:3, :3].T.astype(np.float32) + velo_to_cam[:3, 3].astype(np.float32)
     front = xyz[:, 2] > 0.1
     xyz, attr = xyz[front], frame.scan[front, 3:]

@@ -25,7 +25,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from pgnn.data.kitti import fov_mask  # noqa: E402
+from pgnn.data.frames import fov_mask  # noqa: E402
 from pgnn.data.synthetic.config import CLASSES, SynthConfig  # noqa: E402
 from pgnn.data.synthetic.dataset import frame_rng, generate_dataset, generate_frame, write_frame  # noqa: E402
 from pgnn.data.synthetic.image import render_image  # noqa: E402

@@ -67,7 +67,7 @@ def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None
     if kind == "synth":
         from pgnn.config.params import Params
         from pgnn.config.presets import resolve
-        from pgnn.data.kitti import load_frame
+        from pgnn.data.frames import load_frame
         from pgnn.graphs.records import graph_record
 
         recipe = resolve(Params())

@@ -12,16 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pgnn.data.kitti import (
-    check_image_matches_calib,
-    check_points_in_view,
-    fov_mask,
-    frame_paths,
-    image_size,
-    read_calib,
-    read_velodyne,
-    write_velodyne,
-)
+from pgnn.data.frames import check_image_matches_calib, check_points_in_view, fov_mask
+from pgnn.data.kitti import frame_paths, image_size, read_calib, read_velodyne, write_velodyne
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pgnn.config.graphs import GRAPH_PRESETS
-from pgnn.data.kitti import load_frame
+from pgnn.data.frames import load_frame
 from pgnn.graphs.build import build_graph, graph_counts
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.core.boxes import points_in_boxes
-from pgnn.data.kitti import difficulty, difficulty_name, frame_paths, labels_to_boxes, load_frame, read_scan
+from pgnn.data.frames import load_frame
+from pgnn.data.kitti import frame_paths, read_scan
+from pgnn.data.labels import difficulty, difficulty_name, labels_to_boxes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -120,17 +120,10 @@ def parse_image_size(text: str | None) -> tuple[int, int] | None:
 
 
 def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a FrameSource)
-    from pgnn.data.kitti import (
-        check_image_matches_calib,
-        check_points_in_view,
-        frame_from_scan,
-        read_calib,
-        read_image,
-        read_labels,
-        read_painted,
-        read_velodyne,
-    )
-    from pgnn.inference.predict import FrameSource
+    from pgnn.data.frames import check_image_matches_calib, check_points_in_view, frame_from_scan
+    from pgnn.data.kitti import read_calib, read_image, read_painted, read_velodyne
+    from pgnn.data.labels import read_labels
+    from pgnn.inference.run import FrameSource
 
     if not args.calib:
         raise DataError("--bin", "expected --calib CALIB.txt with --bin")
@@ -179,14 +172,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pgnn.core.io import atomic_dir, write_json_atomic
-    from pgnn.data.kitti import load_frame
-    from pgnn.inference.predict import (
-        FrameSource,
-        postprocess_config,
-        resolve_device,
-        run_frames,
-        runtime_graph_config,
-    )
+    from pgnn.data.frames import load_frame
+    from pgnn.inference.run import FrameSource, run_frames
+    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
     from pgnn.nn.checkpoint import load_model
 
     if bool(args.root) == bool(args.bin):

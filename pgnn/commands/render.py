@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pgnn.data.kitti import load_frame
+from pgnn.data.frames import load_frame
 from pgnn.viz.render import COLOR_BY, write_bev_png
 
 

@@ -121,13 +121,13 @@ def build_gt_db(
     box_scale: float = 1.1,
     classes: Collection[str] | None = None,
 ) -> pa.Table:
-    """Crop every labelled object of ``frames`` (:class:`pgnn.data.kitti.Frame`) into a database table.
+    """Crop every labelled object of ``frames`` (:class:`pgnn.data.frames.Frame`) into a database table.
 
     ``classes`` limits the classes kept (None: every class but DontCare; the original's car/person/cyclist
     database excluded Van, Truck, Misc, Tram and Person_sitting). Every frame must carry the same attribute
     columns (all painted or none).
     """
-    from pgnn.data.kitti import difficulty, labels_to_boxes
+    from pgnn.data.labels import difficulty, labels_to_boxes
 
     cols: dict[str, list[Any]] = {c: [] for c in ("frame_id", "object_index", "name", "difficulty", "box")}
     xyz_parts: list[np.ndarray] = []

@@ -107,7 +107,7 @@ class PointSet:
 
 
 def point_set_from_frame(frame: Any) -> PointSet:
-    """The points of a :class:`pgnn.data.kitti.Frame` with attribute columns intensity, r, g, b[, scores].
+    """The points of a :class:`pgnn.data.frames.Frame` with attribute columns intensity, r, g, b[, scores].
 
     Score columns (painted frames only) are named ``score_<class>`` after ``PAINTED_CLASSES``.
 

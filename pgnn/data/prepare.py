@@ -24,7 +24,9 @@ import pyarrow.parquet as pq
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_path, sha256_file
 from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
-from pgnn.data.kitti import Calib, Frame, Label, frame_paths, load_frame
+from pgnn.data.frames import Frame, load_frame
+from pgnn.data.kitti import Calib, frame_paths
+from pgnn.data.labels import Label
 
 SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
 _META_KEY = b"pgnn.frames"

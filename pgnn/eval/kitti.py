@@ -38,7 +38,7 @@ import numpy as np
 
 import pgnn.eval.matching as matching
 from pgnn.core.errors import DataError
-from pgnn.data.kitti import Label, read_labels
+from pgnn.data.labels import Label, read_labels
 
 CLASSES: tuple[str, ...] = ("Car", "Pedestrian", "Cyclist")
 METRICS: tuple[str, ...] = ("bbox", "aos", "bev", "3d")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from pgnn.config.inference import PostprocessConfig
-from pgnn.data.kitti import Label, parse_labels
+from pgnn.data.labels import Label, parse_labels
 from pgnn.data.prepare import PreparedFrames
 from pgnn.eval.kitti import ap_from_curves, pr_curves
 from pgnn.graphs.cache import GraphCache

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from pgnn.config.graphs import GraphConfig, TargetsConfig
-from pgnn.data.kitti import Frame, labels_to_boxes
+from pgnn.data.frames import Frame
+from pgnn.data.labels import labels_to_boxes
 from pgnn.graphs.build import build_graph
 from pgnn.graphs.features import input_features
 from pgnn.graphs.targets import assign_targets

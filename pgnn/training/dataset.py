@@ -50,9 +50,11 @@ import numpy as np
 
 from pgnn.core.errors import DataError
 from pgnn.data.augment import AugmentConfig, apply_augmentations
+from pgnn.data.frames import Frame
 from pgnn.data.gt_db import GtDatabase, read_gt_db
 from pgnn.data.gt_paste import GtSampleConfig, sample_and_paste
-from pgnn.data.kitti import PAINTED_CLASSES, Frame, labels_to_boxes
+from pgnn.data.kitti import PAINTED_CLASSES
+from pgnn.data.labels import labels_to_boxes
 from pgnn.data.points import PointSet, point_set_from_frame
 from pgnn.data.prepare import PreparedFrames
 from pgnn.graphs.records import AUGMENT_STREAM, frame_rng, scene_record

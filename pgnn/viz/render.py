@@ -24,7 +24,9 @@ from matplotlib.patches import Polygon
 
 from pgnn.core.boxes import BOX_EDGES, boxes_bev_footprints, boxes_to_corners
 from pgnn.core.io import atomic_path
-from pgnn.data.kitti import KITTI_CLASSES, PAINTED_CLASSES, Calib, Frame, Label
+from pgnn.data.frames import Frame
+from pgnn.data.kitti import PAINTED_CLASSES, Calib
+from pgnn.data.labels import KITTI_CLASSES, Label
 
 CLASS_COLORS: dict[str, str] = {
     "Car": "#ff3b30",

@@ -1,4 +1,4 @@
-"""Inputs that used to pass silently and now raise a DataError naming the file (pgnn/data/kitti.py rules)."""
+"""Inputs that used to pass silently and now raise a DataError naming the file (pgnn.data's reader rules)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pgnn.cli import main as cli_main
 from pgnn.commands.crop import crop_frame
 from pgnn.core.errors import DataError
 from pgnn.data import kitti
+from pgnn.data.frames import check_points_in_view, fov_mask, load_frame
+from pgnn.data.labels import read_labels
 
 
 def _root(kitti_sample: Path, tmp_path: Path, frame_id: str = "000000") -> Path:
@@ -55,13 +57,13 @@ def test_in_view_point_at_1e30_names_the_scan(kitti_sample: Path, tmp_path: Path
     points = kitti.read_velodyne(scan)
     row = int(
         np.flatnonzero(
-            kitti.fov_mask(points[:, :3], kitti.read_calib(root / "training/calib/000000.txt"), 1224, 370)
+            fov_mask(points[:, :3], kitti.read_calib(root / "training/calib/000000.txt"), 1224, 370)
         )[0]
     )
     points[row, :3] *= np.float32(1e29)  # same direction, so still in view, 1e30-ish metres away
     kitti.write_velodyne(scan, points)
     with pytest.raises(DataError, match=rf"{scan}: expected x, y, z within 1000 m .* point {row} "):
-        kitti.load_frame(root, "000000")
+        load_frame(root, "000000")
 
 
 def test_negative_label_sizes(tmp_path: Path) -> None:
@@ -73,9 +75,9 @@ def test_negative_label_sizes(tmp_path: Path) -> None:
     with pytest.raises(
         DataError, match=r"000000.txt:3: expected sizes h, w, l >= 0, got h=1.65, w=-0.60, l=0.80"
     ):
-        kitti.read_labels(path)
+        read_labels(path)
     path.write_text("\n".join([good, dont_care]) + "\n")  # DontCare's -1 sizes mean "no 3D box"
-    assert [lab.type for lab in kitti.read_labels(path)] == ["Car", "DontCare"]
+    assert [lab.type for lab in read_labels(path)] == ["Car", "DontCare"]
 
 
 def test_empty_split_file(kitti_sample: Path, tmp_path: Path) -> None:
@@ -117,7 +119,7 @@ def test_no_point_in_view_names_image_and_calib(kitti_sample: Path, tmp_path: Pa
         rf"with calib {calib}"
     )
     with pytest.raises(DataError, match=expected):
-        kitti.load_frame(root, "000000")
+        load_frame(root, "000000")
     with pytest.raises(DataError, match=expected):
         crop_frame(root, "000000")
-    kitti.check_points_in_view(1, len(behind), image, calib)  # one point in view is enough
+    check_points_in_view(1, len(behind), image, calib)  # one point in view is enough

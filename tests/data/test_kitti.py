@@ -1,4 +1,4 @@
-"""Tests of pgnn.data.kitti and the inspect / crop commands on it; real KITTI files where they matter."""
+"""Tests of pgnn.data.kitti, labels, frames and pgnn inspect / crop; real KITTI files where they matter."""
 
 from __future__ import annotations
 
@@ -16,7 +16,27 @@ from PIL import Image
 from pgnn.cli import main as cli_main
 from pgnn.core.errors import DataError
 from pgnn.data import kitti
-from pgnn.data.kitti import Calib, Label
+from pgnn.data.frames import (
+    check_image_matches_calib,
+    fov_mask,
+    fov_mask_numpy,
+    load_frame,
+    points_rect_to_image,
+    points_rect_to_velo,
+    points_velo_to_rect,
+)
+from pgnn.data.kitti import Calib
+from pgnn.data.labels import (
+    KITTI_CLASSES,
+    Label,
+    difficulty,
+    difficulty_name,
+    format_label,
+    labels_to_boxes,
+    parse_labels,
+    read_labels,
+    write_labels,
+)
 
 SAMPLE_IDS = ("000000", "000001", "000002", "000003", "000004", "000005", "000008", "000114", "000134")
 
@@ -59,7 +79,7 @@ def test_fov_crop_reproduces_velodyne_reduced_byte_for_byte(kitti_sample: Path) 
     scan = kitti.read_velodyne(paths.points)  # (N, 4)
     width, height = kitti.image_size(paths.image)
     assert (width, height) == (1224, 370)
-    mask = kitti.fov_mask(scan[:, :3], kitti.read_calib(paths.calib), width, height)
+    mask = fov_mask(scan[:, :3], kitti.read_calib(paths.calib), width, height)
     expected = (kitti_sample / "training" / "velodyne_reduced" / "000000.bin").read_bytes()
     assert mask.sum() == len(expected) // 16 == 20285
     assert scan[mask].astype("<f4").tobytes() == expected
@@ -77,7 +97,7 @@ def test_fov_crop_keeps_every_row_of_reduced_scans(kitti_sample: Path, frame_id:
     paths = kitti.frame_paths(kitti_sample, frame_id)
     assert paths.points.parent.name == "velodyne_reduced"  # no full scan for these frames
     scan = kitti.read_velodyne(paths.points)
-    mask = kitti.fov_mask(scan[:, :3], kitti.read_calib(paths.calib), *kitti.image_size(paths.image))
+    mask = fov_mask(scan[:, :3], kitti.read_calib(paths.calib), *kitti.image_size(paths.image))
     assert mask.all() and len(scan) > 15000
 
 
@@ -95,12 +115,12 @@ def test_fov_mask_boundaries_on_synthetic_calib() -> None:
             [-50.1, 0.0, 10.0],  # u < 0: out
         ]
     )
-    uv, depth = kitti.points_rect_to_image(xyz_rect, calib)
+    uv, depth = points_rect_to_image(xyz_rect, calib)
     assert np.allclose(uv[[0, 3, 4, 5, 6]], [[50, 25], [0, 25], [100, 25], [50, 0], [50, 50]])
     assert depth.tolist() == [10, -10, 0, 10, 10, 10, 10, 10]
-    xyz_velo = kitti.points_rect_to_velo(xyz_rect, calib)
+    xyz_velo = points_rect_to_velo(xyz_rect, calib)
     assert np.allclose(xyz_velo[0], [10, 0, 0])  # velodyne x forward
-    mask = kitti.fov_mask(xyz_velo, calib, 100, 50)
+    mask = fov_mask(xyz_velo, calib, 100, 50)
     assert mask.tolist() == [True, False, False, True, False, True, False, False]
 
 
@@ -117,27 +137,27 @@ def _simple_calib() -> Calib:
 def test_velo_rect_velo_round_trip(kitti_sample: Path) -> None:
     calib = kitti.read_calib(kitti_sample / "training" / "calib" / "000114.txt")
     scan = kitti.read_velodyne(kitti.frame_paths(kitti_sample, "000114").points)[:, :3]
-    rect = kitti.points_velo_to_rect(scan, calib)
+    rect = points_velo_to_rect(scan, calib)
     assert rect.dtype == np.float64 and rect.shape == scan.shape
-    back = kitti.points_rect_to_velo(rect, calib)
+    back = points_rect_to_velo(rect, calib)
     assert np.abs(back - scan).max() < 1e-9
     # axes: rect x ~ -velo y, rect y ~ -velo z, rect z ~ velo x (within the sensors' mounting offsets)
-    probe = kitti.points_velo_to_rect(np.array([[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0]]), calib)
-    origin = kitti.points_velo_to_rect(np.zeros((1, 3)), calib)[0]
+    probe = points_velo_to_rect(np.array([[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0]]), calib)
+    origin = points_velo_to_rect(np.zeros((1, 3)), calib)[0]
     assert np.allclose(probe - origin, [[0, 0, 10], [-10, 0, 0], [0, -10, 0]], atol=0.2)
 
 
 def test_projected_3d_box_matches_its_2d_box(kitti_sample: Path) -> None:
     """A fully visible car's 3D box corners project onto its labelled 2D box (P2 and box convention)."""
     calib = kitti.read_calib(kitti_sample / "training" / "calib" / "000114.txt")
-    car = kitti.read_labels(kitti_sample / "training" / "label_2" / "000114.txt")[0]
+    car = read_labels(kitti_sample / "training" / "label_2" / "000114.txt")[0]
     assert (car.type, car.truncated, car.occluded) == ("Car", 0.0, 0)
     signs = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (0, -1) for sz in (1, -1)], dtype=np.float64)
     local = signs * [car.l / 2, car.h, car.w / 2]  # (8, 3)
     c, s = math.cos(car.ry), math.sin(car.ry)
     rot = np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
     corners = local @ rot.T + [car.x, car.y, car.z]
-    uv, depth = kitti.points_rect_to_image(corners, calib)
+    uv, depth = points_rect_to_image(corners, calib)
     assert (depth > 0).all()
     projected = [uv[:, 0].min(), uv[:, 1].min(), uv[:, 0].max(), uv[:, 1].max()]
     assert np.allclose(projected, car.bbox, atol=4.0), (projected, car.bbox)
@@ -185,8 +205,8 @@ def test_all_7481_training_label_files_parse(shared_data: Path) -> None:
     levels: Counter = Counter()
     table: Counter = Counter()
     for name, text in texts.items():
-        for label in kitti.parse_labels(text, name):
-            level = kitti.difficulty_name(kitti.difficulty(label))
+        for label in parse_labels(text, name):
+            level = difficulty_name(difficulty(label))
             classes[label.type] += 1
             levels[level] += 1
             table[label.type, level] += 1
@@ -194,7 +214,7 @@ def test_all_7481_training_label_files_parse(shared_data: Path) -> None:
 
     print("\nper class:", dict(classes.most_common()))
     print("per difficulty:", {k: levels[k] for k in ("easy", "moderate", "hard", "none")})
-    for kind in kitti.KITTI_CLASSES:
+    for kind in KITTI_CLASSES:
         print(f"  {kind:<15}", {k: table[kind, k] for k in ("easy", "moderate", "hard", "none")})
 
     assert classes == expected_classes
@@ -236,23 +256,23 @@ def test_all_7481_training_label_files_parse(shared_data: Path) -> None:
     ],
 )
 def test_difficulty_at_the_devkit_boundaries(label: Label, expected: int) -> None:
-    assert kitti.difficulty(label) == expected
-    assert kitti.difficulty_name(expected) == {0: "easy", 1: "moderate", 2: "hard", -1: "none"}[expected]
+    assert difficulty(label) == expected
+    assert difficulty_name(expected) == {0: "easy", 1: "moderate", 2: "hard", -1: "none"}[expected]
 
 
 def test_labels_round_trip_and_format(kitti_sample: Path, tmp_path: Path) -> None:
     for frame_id in SAMPLE_IDS:
         path = kitti_sample / "training" / "label_2" / f"{frame_id}.txt"
-        labels = kitti.read_labels(path)
-        kitti.write_labels(tmp_path / f"{frame_id}.txt", labels)
-        assert kitti.read_labels(tmp_path / f"{frame_id}.txt") == labels
+        labels = read_labels(path)
+        write_labels(tmp_path / f"{frame_id}.txt", labels)
+        assert read_labels(tmp_path / f"{frame_id}.txt") == labels
         for line, label in zip(path.read_text().splitlines(), labels, strict=True):
             if label.type != "DontCare":  # KITTI writes DontCare's -1 without decimals
-                assert kitti.format_label(label) == line.strip()
-    boxes = kitti.labels_to_boxes(kitti.read_labels(kitti_sample / "training" / "label_2" / "000114.txt"))
+                assert format_label(label) == line.strip()
+    boxes = labels_to_boxes(read_labels(kitti_sample / "training" / "label_2" / "000114.txt"))
     assert boxes.shape == (14, 7) and boxes.dtype == np.float64
     assert boxes[0].tolist() == [0.35, 1.73, 17.14, 3.38, 1.36, 1.69, -1.57]  # x y z l h w ry
-    assert kitti.labels_to_boxes([]).shape == (0, 7)
+    assert labels_to_boxes([]).shape == (0, 7)
 
 
 def test_result_files_carry_scores(tmp_path: Path) -> None:
@@ -272,11 +292,11 @@ def test_result_files_carry_scores(tmp_path: Path) -> None:
         score=0.87654321,
     )
     path = tmp_path / "000001.txt"
-    kitti.write_labels(path, [det])
-    assert kitti.read_labels(path, allow_score=True) == [det]  # exact round trip
+    write_labels(path, [det])
+    assert read_labels(path, allow_score=True) == [det]  # exact round trip
     with pytest.raises(DataError, match=r"000001.txt:1: expected 15 fields"):
-        kitti.read_labels(path)
-    assert kitti.read_labels(path, allow_score=True)[0].score == pytest.approx(0.87654321)
+        read_labels(path)
+    assert read_labels(path, allow_score=True)[0].score == pytest.approx(0.87654321)
 
 
 def test_read_split_real_imagesets(shared_data: Path) -> None:
@@ -293,7 +313,7 @@ def test_read_split_real_imagesets(shared_data: Path) -> None:
 
 
 def test_load_frame_real(kitti_sample: Path) -> None:
-    frame = kitti.load_frame(kitti_sample, "000114")
+    frame = load_frame(kitti_sample, "000114")
     n = len(frame.points_rect)
     assert n == 19463
     assert frame.points_rect.dtype == frame.intensity.dtype == frame.rgb.dtype == np.float32
@@ -304,21 +324,21 @@ def test_load_frame_real(kitti_sample: Path) -> None:
     assert [lb.type for lb in frame.labels].count("Car") == 8
     # the rgb of a point is the pixel it projects to
     image = kitti.read_image(kitti_sample / "training" / "image_2" / "000114.png")
-    uv, _ = kitti.points_rect_to_image(frame.points_rect[:5].astype(np.float64), frame.calib)
+    uv, _ = points_rect_to_image(frame.points_rect[:5].astype(np.float64), frame.calib)
     pixels = image[np.floor(uv[:, 1]).astype(int), np.floor(uv[:, 0]).astype(int)] / 255.0
     assert np.allclose(frame.rgb[:5], pixels, atol=1e-6)
 
 
 def test_load_frame_reads_velodyne_reduced_when_no_full_scan(kitti_sample: Path) -> None:
-    frame = kitti.load_frame(kitti_sample, "000008")
+    frame = load_frame(kitti_sample, "000008")
     size = (kitti_sample / "training" / "velodyne_reduced" / "000008.bin").stat().st_size
     assert len(frame.points_rect) == size // 16
 
 
 @pytest.mark.parametrize("frame_id", ["000000", "000001", "000002", "000003", "000004", "000005"])
 def test_painted_frames_load_with_scores(kitti_sample: Path, frame_id: str) -> None:
-    painted = kitti.load_frame(kitti_sample, frame_id, painted=True)
-    plain = kitti.load_frame(kitti_sample, frame_id)
+    painted = load_frame(kitti_sample, frame_id, painted=True)
+    plain = load_frame(kitti_sample, frame_id)
     n = len(painted.points_rect)
     assert n > 15000
     assert painted.scores is not None
@@ -344,7 +364,7 @@ def test_frame_ids_checks_files(kitti_sample: Path, tmp_path: Path) -> None:
 
 def test_test_frames_have_no_labels(kitti_sample: Path, tmp_path: Path) -> None:
     root = _copy_frame(kitti_sample, tmp_path, "000000", ("velodyne", "calib", "image_2"))
-    frame = kitti.load_frame(root, "000000")
+    frame = load_frame(root, "000000")
     assert frame.labels == [] and len(frame.points_rect) == 20285
 
 
@@ -446,14 +466,14 @@ def test_label_wrong_field_count(tmp_path: Path) -> None:
     path = tmp_path / "l.txt"
     path.write_text(LABEL_LINE + "\n" + LABEL_LINE.rsplit(" ", 1)[0] + "\n")
     with pytest.raises(DataError, match=r"l.txt:2: expected 15 fields, got 14"):
-        kitti.read_labels(path)
+        read_labels(path)
 
 
 def test_label_unknown_class(tmp_path: Path) -> None:
     path = tmp_path / "l.txt"
     path.write_text(LABEL_LINE.replace("Car", "Bus") + "\n")
     with pytest.raises(DataError, match=r"l.txt:1: expected a class in Car, Van, .*, got 'Bus'"):
-        kitti.read_labels(path)
+        read_labels(path)
 
 
 def test_split_id_without_files(kitti_sample: Path, tmp_path: Path) -> None:
@@ -483,14 +503,14 @@ def test_image_smaller_than_calib_implies(kitti_sample: Path, tmp_path: Path) ->
         r"\(604.1, 180.5\) px, got a 612x185 image"
     )
     with pytest.raises(DataError, match=expected):
-        kitti.load_frame(root, "000000")
+        load_frame(root, "000000")
 
 
 def test_image_rotated_against_calib(kitti_sample: Path) -> None:
     calib = kitti.read_calib(kitti_sample / "training" / "calib" / "000000.txt")
-    kitti.check_image_matches_calib(calib, 1224, 370, "x.png")  # the real size passes
+    check_image_matches_calib(calib, 1224, 370, "x.png")  # the real size passes
     with pytest.raises(DataError, match=r"x.png: .* got a 370x1224 image"):
-        kitti.check_image_matches_calib(calib, 370, 1224, "x.png")
+        check_image_matches_calib(calib, 370, 1224, "x.png")
 
 
 def test_painted_array_not_n_by_8(tmp_path: Path) -> None:
@@ -526,6 +546,6 @@ def test_numba_fov_mask_equals_the_numpy_matmul(kitti_sample: Path) -> None:
         points = kitti.read_velodyne(kitti_sample / "training" / "velodyne" / f"{frame_id}.bin")[:, :3]
         noise = rng.uniform(-80, 80, size=(200_000, 3)).astype(np.float32)
         for xyz in (points, noise):
-            fast = kitti.fov_mask(xyz, calib, width, height)
-            assert np.array_equal(fast, kitti.fov_mask_numpy(xyz, calib, width, height))
-        assert 15_000 < kitti.fov_mask(points, calib, width, height).sum() < 25_000
+            fast = fov_mask(xyz, calib, width, height)
+            assert np.array_equal(fast, fov_mask_numpy(xyz, calib, width, height))
+        assert 15_000 < fov_mask(points, calib, width, height).sum() < 25_000

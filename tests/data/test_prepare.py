@@ -9,7 +9,7 @@ import pytest
 
 from pgnn.core.errors import DataError
 from pgnn.core.shards import run_plan
-from pgnn.data.kitti import load_frame
+from pgnn.data.frames import load_frame
 from pgnn.data.prepare import prepare_plan, read_prepared_dir, read_prepared_shard, write_prepared_shard
 
 

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from pgnn import cli
 from pgnn.core.boxes import boxes_to_image_2d, points_in_boxes
 from pgnn.data import kitti
+from pgnn.data.frames import check_image_matches_calib, load_frame, points_velo_to_rect
+from pgnn.data.labels import difficulty, labels_to_boxes, read_labels
 from pgnn.data.synthetic.calib import synthetic_calib
 from pgnn.data.synthetic.config import CLASSES, SynthConfig
 from pgnn.data.synthetic.dataset import (
@@ -117,13 +119,13 @@ def test_reader_finds_exactly_the_object_points_in_each_label_box(
 ) -> None:
     checked_points = 0
     for frame in frames[:2]:
-        loaded = kitti.load_frame(dataset, frame.frame_id)
+        loaded = load_frame(dataset, frame.frame_id)
         assert len(loaded.points_rect) == int(frame.fov.sum())
         owner_fov = frame.point_object_id[frame.fov]  # (K,) same rows, same order as the reader's
         rows = _label_object(frame)
         assert rows, "expected labelled objects"
         labels = [loaded.labels[r] for r in rows]
-        inside = points_in_boxes(loaded.points_rect, kitti.labels_to_boxes(labels))  # (K, M)
+        inside = points_in_boxes(loaded.points_rect, labels_to_boxes(labels))  # (K, M)
         for column, obj in enumerate(rows.values()):
             np.testing.assert_array_equal(np.flatnonzero(inside[:, column]), np.flatnonzero(owner_fov == obj))
             checked_points += int(inside[:, column].sum())
@@ -133,7 +135,7 @@ def test_reader_finds_exactly_the_object_points_in_each_label_box(
 def test_every_object_box_holds_its_points_and_no_others_with_slack(frames: list[SynthFrame]) -> None:
     for frame in frames:
         boxes = np.stack([o.box_rect for o in frame.objects])
-        rect = kitti.points_velo_to_rect(frame.points_velo[:, :3], frame.calib)
+        rect = points_velo_to_rect(frame.points_velo[:, :3], frame.calib)
         shrunk = points_in_boxes(rect, boxes, margin=-0.005)  # (N, M)
         grown = points_in_boxes(rect, boxes, margin=0.01)  # (N, M)
         own = frame.point_object_id[:, None] == np.arange(len(boxes))[None, :]  # (N, M)
@@ -164,7 +166,7 @@ def test_points_per_scan_and_in_view_are_kitti_like(frames: list[SynthFrame]) ->
 
 def test_labels_parse_and_agree_with_their_boxes(dataset: Path) -> None:
     for frame_id in ("000000", "000001"):
-        labels = kitti.read_labels(dataset / "training" / "label_2" / f"{frame_id}.txt")
+        labels = read_labels(dataset / "training" / "label_2" / f"{frame_id}.txt")
         assert labels
         calib = kitti.read_calib(dataset / "training" / "calib" / f"{frame_id}.txt")
         for label in labels:
@@ -179,7 +181,7 @@ def test_labels_parse_and_agree_with_their_boxes(dataset: Path) -> None:
             assert bottom - top >= 20.0  # smaller ones are DontCare
             expected_alpha = (label.ry - math.atan2(label.x, label.z) + math.pi) % (2 * math.pi) - math.pi
             assert abs(math.remainder(label.alpha - expected_alpha, 2 * math.pi)) <= 0.006
-            box2d, truncation = boxes_to_image_2d(kitti.labels_to_boxes([label]), calib.P2, W - 1, H - 1)
+            box2d, truncation = boxes_to_image_2d(labels_to_boxes([label]), calib.P2, W - 1, H - 1)
             np.testing.assert_allclose(box2d[0], label.bbox, atol=0.006)
             assert abs(truncation[0] - label.truncated) <= 0.006
         ordered = [lb.type == "DontCare" for lb in labels]
@@ -192,7 +194,7 @@ def test_occlusion_truncation_and_classes_all_occur(frames: list[SynthFrame]) ->
     assert {lb.occluded for lb in objects} == {0, 1, 2, 3}
     assert any(lb.truncated > 0.0 for lb in objects) and any(lb.truncated == 0.0 for lb in objects)
     assert {lb.type for lb in labels} == {*CLASSES, "DontCare"}
-    levels = {kitti.difficulty(lb) for lb in objects}
+    levels = {difficulty(lb) for lb in objects}
     assert {0, 1, 2} <= levels
 
 
@@ -243,7 +245,7 @@ def test_painted_rows_are_the_points_in_view_with_scores(dataset: Path, frames: 
             frame.point_object_id[frame.fov]
         ]
         assert np.mean(painted[:, 4:].argmax(axis=1) == expected) > 0.999
-        assert len(kitti.load_frame(dataset, frame.frame_id, painted=True).points_rect) == len(painted)
+        assert len(load_frame(dataset, frame.frame_id, painted=True).points_rect) == len(painted)
 
 
 def test_image_is_a_street_picture(frames: list[SynthFrame]) -> None:
@@ -263,7 +265,7 @@ def test_calib_is_kittis(dataset: Path) -> None:
     calib = kitti.read_calib(dataset / "training" / "calib" / "000000.txt")
     assert calib.P2[0, 0] == 721.5377 and calib.P2[0, 2] == 609.5593 and calib.P2[1, 2] == 172.854
     assert calib.P2[0, 3] == 44.85728
-    kitti.check_image_matches_calib(calib, W, H, "image")
+    check_image_matches_calib(calib, W, H, "image")
 
 
 def test_split_files_partition_the_frames(dataset: Path) -> None:
@@ -362,7 +364,7 @@ def test_empty_scene_still_makes_a_valid_frame(tmp_path: Path) -> None:
     assert frame.labels == [] and frame.objects == () and np.all(frame.point_object_id == -1)
     assert np.mean(frame.painted[:, 4:].argmax(axis=1) == 0) > 0.999
     write_frame(tmp_path, frame)
-    loaded = kitti.load_frame(tmp_path, "000000", painted=True)
+    loaded = load_frame(tmp_path, "000000", painted=True)
     assert loaded.labels == [] and len(loaded.points_rect) == int(frame.fov.sum())
 
 
@@ -379,9 +381,9 @@ def test_jittered_calib_keeps_boxes_exact(tmp_path: Path) -> None:
         frame.calib.Tr_velo_to_cam, synthetic_calib(np.random.default_rng(0), 0.0).Tr_velo_to_cam
     )
     write_frame(tmp_path, frame)
-    loaded = kitti.load_frame(tmp_path, frame.frame_id)  # read_calib checks the rotations
+    loaded = load_frame(tmp_path, frame.frame_id)  # read_calib checks the rotations
     rows = _label_object(frame)
-    inside = points_in_boxes(loaded.points_rect, kitti.labels_to_boxes([loaded.labels[r] for r in rows]))
+    inside = points_in_boxes(loaded.points_rect, labels_to_boxes([loaded.labels[r] for r in rows]))
     owner_fov = frame.point_object_id[frame.fov]
     for column, obj in enumerate(rows.values()):
         np.testing.assert_array_equal(np.flatnonzero(inside[:, column]), np.flatnonzero(owner_fov == obj))

@@ -14,7 +14,8 @@ import pytest
 
 from pgnn.cli import main as cli_main
 from pgnn.core.errors import DataError
-from pgnn.data.kitti import Label, read_labels, read_split, write_labels
+from pgnn.data.kitti import read_split
+from pgnn.data.labels import Label, read_labels, write_labels
 from pgnn.eval.kitti import (
     CLASSES,
     DIFFICULTIES,

@@ -18,7 +18,7 @@ from sklearn.neighbors import BallTree, KDTree
 
 from pgnn.cli import main as cli_main
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, GraphLevelConfig
-from pgnn.data.kitti import load_frame
+from pgnn.data.frames import load_frame
 from pgnn.graphs.build import build_graph
 from pgnn.graphs.kdtree import _kd_build, snap_to_nearest
 from pgnn.graphs.radius import radius_edges

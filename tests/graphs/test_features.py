@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pgnn.core.errors import DataError
-from pgnn.data.kitti import load_frame
+from pgnn.data.frames import load_frame
 from pgnn.graphs.features import FEATURE_WIDTHS, FEATURES, input_features
 
 N = 6

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgnn.data.kitti import labels_to_boxes, load_frame
+from pgnn.data.frames import load_frame
+from pgnn.data.labels import labels_to_boxes
 from pgnn.graphs.encoding import DEFAULT_ENCODING, get_encoding
 from pgnn.graphs.targets import (
     CLASS_NAMES,

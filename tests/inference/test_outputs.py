@@ -12,7 +12,7 @@ import torch
 from pgnn.cli import main as cli_main
 from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.io import atomic_dir
-from pgnn.data.kitti import read_labels, write_labels
+from pgnn.data.labels import read_labels, write_labels
 from pgnn.nn.checkpoint import make_checkpoint, save_checkpoint
 from pgnn.nn.model import PointGNN
 

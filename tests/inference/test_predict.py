@@ -1,4 +1,4 @@
-"""Tests of pgnn.inference.predict and ``pgnn predict``.
+"""Tests of pgnn.inference.predict, settings and run and ``pgnn predict``.
 
 The end-to-end test imports the authors' T1 weights, runs ``pgnn predict`` from the raw velodyne scans of
 the 7 reference frames (000000-000005 through ``--root``; 000114 through ``--bin``, without its image) and
@@ -29,32 +29,29 @@ from pgnn.config.inference import PostprocessConfig
 from pgnn.config.network import MODEL_PRESETS
 from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d, iou_bev
 from pgnn.core.errors import DataError
-from pgnn.data.kitti import (
+from pgnn.data.frames import (
     DEFAULT_IMAGE_SIZE,
     frame_from_scan,
-    labels_to_boxes,
     load_frame,
     points_cam2_to_rect,
     points_rect_to_cam2,
-    read_calib,
-    read_labels,
-    read_velodyne,
     rect_to_cam2_offset,
 )
+from pgnn.data.kitti import read_calib, read_velodyne
+from pgnn.data.labels import labels_to_boxes, read_labels
 from pgnn.graphs.build import build_graph
 from pgnn.inference.postprocess import Detections
-from pgnn.inference.predict import (
+from pgnn.inference.predict import predict_graph
+from pgnn.inference.run import (
     TIMING_KEYS,
     GraphFrame,
     PredictSummary,
     detections_to_labels,
-    postprocess_config,
-    predict_graph,
     predict_records,
-    runtime_graph_config,
     write_detections,
     write_pictures,
 )
+from pgnn.inference.settings import postprocess_config, runtime_graph_config
 from pgnn.nn.model import PointGNN
 from pgnn.viz.render import project_box_edges
 

@@ -20,7 +20,9 @@ from pgnn.config.graphs import GRAPH_PRESETS
 from pgnn.config.params import Params
 from pgnn.config.presets import resolve
 from pgnn.core.shards import run_plan
-from pgnn.data.kitti import PAINTED_CLASSES, load_frame, read_labels
+from pgnn.data.frames import load_frame
+from pgnn.data.kitti import PAINTED_CLASSES
+from pgnn.data.labels import read_labels
 from pgnn.data.prepare import SCORE_COLUMNS, prepare_plan, read_prepared_dir
 from pgnn.nn.checkpoint import load_model
 from pgnn.training.dataset import AugmentedRecords
@@ -122,7 +124,9 @@ def _train(r: object, pipeline: dict[str, Path], name: str) -> Path:
 
 
 def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipeline: dict[str, Path]) -> None:
-    from pgnn.inference.predict import postprocess_config, predict_frame, write_detections
+    from pgnn.inference.predict import predict_frame
+    from pgnn.inference.run import write_detections
+    from pgnn.inference.settings import postprocess_config
 
     straight = _train(recipe(), pipeline, "straight")
     _train(recipe(max_steps=2), pipeline, "resumed")  # killed after step 2 ...

@@ -13,7 +13,9 @@ from matplotlib.patches import Polygon
 from PIL import Image
 
 from pgnn.cli import main as cli_main
-from pgnn.data.kitti import Calib, Frame, Label, load_frame
+from pgnn.data.frames import Frame, load_frame
+from pgnn.data.kitti import Calib
+from pgnn.data.labels import Label
 from pgnn.viz.render import CLASS_COLORS, bev_figure, write_bev_png
 
 

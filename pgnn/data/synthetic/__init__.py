@@ -52,7 +52,7 @@ only on (seed, index, config), never on how many frames are written):
    glass, black tyres, clothes and skin, facades with windows, foliage), distance haze and pixel noise.
    Rays go through the centres of ``image_render_scale`` x ``image_render_scale`` pixel blocks (2: a quarter
    of the pixels) and the picture is scaled up bilinearly; the noise is added per pixel.
-7. Painting. The points image_2 sees (``pgnn.data.kitti.fov_mask``) get PointPainting scores [background,
+7. Painting. The points image_2 sees (``pgnn.data.frames.fov_mask``) get PointPainting scores [background,
    bicycle_or_rider, car, pedestrian]: a Dirichlet draw around the one-hot class of the object the ray hit
    (Car and Van -> car, Pedestrian -> pedestrian, Cyclist -> bicycle_or_rider, anything else -> background).
 

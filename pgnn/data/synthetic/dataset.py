@@ -10,7 +10,9 @@ import numpy as np
 from PIL import Image
 
 from pgnn.core.io import atomic_path, write_text_atomic
-from pgnn.data.kitti import Calib, Label, fov_mask, write_calib, write_labels, write_velodyne
+from pgnn.data.frames import fov_mask
+from pgnn.data.kitti import Calib, write_calib, write_velodyne
+from pgnn.data.labels import Label, write_labels
 from pgnn.data.synthetic.config import SynthConfig
 from pgnn.data.synthetic.image import render_image
 from pgnn.data.synthetic.labels import make_labels

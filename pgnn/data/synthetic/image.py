@@ -7,7 +7,8 @@ import math
 import numpy as np
 from PIL import Image
 
-from pgnn.data.kitti import Calib, velo_to_rect_matrix
+from pgnn.data.frames import velo_to_rect_matrix
+from pgnn.data.kitti import Calib
 from pgnn.data.synthetic.config import SynthConfig
 from pgnn.data.synthetic.primitives import TEXTURE_WINDOWS
 from pgnn.data.synthetic.raycast import GROUND_HIT, NO_HIT, cast_rays

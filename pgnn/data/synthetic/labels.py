@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d
-from pgnn.data.kitti import Label
+from pgnn.data.labels import Label
 from pgnn.data.synthetic.config import SynthConfig
 from pgnn.data.synthetic.lidar import Scan
 from pgnn.data.synthetic.objects import round2

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgnn.data.kitti import Calib, velo_to_rect_matrix
+from pgnn.data.frames import velo_to_rect_matrix
+from pgnn.data.kitti import Calib
 from pgnn.data.synthetic.calib import synthetic_calib
 from pgnn.data.synthetic.clutter import add_buildings, add_ego_vehicle, add_street_furniture
 from pgnn.data.synthetic.config import CLASSES, SynthConfig

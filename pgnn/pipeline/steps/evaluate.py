@@ -8,7 +8,7 @@ from pathlib import Path
 from pgnn.config.params import EvalConfig, Params
 from pgnn.config.presets import resolve
 from pgnn.core.io import write_json_atomic
-from pgnn.data.kitti import read_labels
+from pgnn.data.labels import read_labels
 from pgnn.data.prepare import read_prepared_dir
 from pgnn.eval.kitti import ap_from_curves, pr_curves
 from pgnn.eval.report import format_table, write_curves

@@ -15,7 +15,8 @@ from pgnn.config.presets import Recipe, resolve
 from pgnn.core.io import write_json_atomic
 from pgnn.data.prepare import read_prepared_dir
 from pgnn.graphs.cache import GraphCache
-from pgnn.inference.predict import GraphFrame, predict_records, resolve_device
+from pgnn.inference.run import GraphFrame, predict_records
+from pgnn.inference.settings import resolve_device
 from pgnn.nn.checkpoint import load_model
 from pgnn.pipeline.stages import Layout
 
