@@ -6,11 +6,11 @@ In that order, and each step only when the one before passed:
 2. params.yaml, loaded and resolved to its recipe (``pgnn.config.presets.resolve``): a bad value is one line
    ``python -m flows.pipeline: error: params.yaml: <key>: <what was expected>`` (pgnn.core.errors), status 1;
 3. for the preprocessing stages, whether anything is to do (:func:`flows.pipeline.up_to_date`: the shard
-   manifests and verified cache records, as the flow decides it). If not, print the summary and exit, with
-   no Prefect server started (``--always-run`` runs the flow anyway);
+   manifests and verified cache records, as the flow decides it). If not, print the summary and exit: no
+   flow run, no Prefect server (``--always-run`` runs the flow anyway);
 4. the flow, against ``PREFECT_API_URL`` (yours, or your profile's) or else Prefect's ephemeral server; with
-   ``--runner processes`` or ``dask`` and no API URL, one ``prefect server start`` that every worker
-   shares (:func:`flows.runners.shared_api_server`).
+   ``--runner processes`` or ``dask`` and no API URL, one ``prefect server start`` that every process of
+   the run shares (``flows/server.py``; the flow then runs in a child process whose environment names it).
 
 A failed flow run ends with one line naming what failed (``--debug`` or ``PGNN_DEBUG=1``: the traceback).
 """
@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from flows import PREPROCESS_STAGES, RUNNER_KINDS, STAGES, TRAIN_EVALUATE_STAGES
+from flows import PREPROCESS_STAGES, RUNNER_KINDS, SHARD_STAGES, STAGES, TRAIN_EVALUATE_STAGES
 from pgnn.core.errors import debug_enabled, report, user_errors
+from pgnn.pipeline.prefect_env import user_api_url
 
 PROG = "python -m flows.pipeline"
 FLOW_STAGES: dict[str, tuple[str, ...]] = {
@@ -92,46 +95,63 @@ def check_params(params_path: str | Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     with user_errors(PROG, args.debug) as outcome:
-        return run(args)
+        return run(args, argv)
     return outcome.exit_code
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     t0 = time.perf_counter()
     check_params(args.params)
     stages = tuple(args.stages)
+    own_api = user_api_url() is not None
     if not args.always_run and set(stages) <= set(PREPROCESS_STAGES):
         from flows.pipeline import up_to_date
 
-        summary = up_to_date(args.params, args.root, stages)
+        summary = up_to_date(args.params, args.root, stages, ask_api=own_api)
         if summary is not None:
             print(json.dumps(summary, indent=2, sort_keys=True))
             print(
                 f"{args.flow} flow: nothing to do, every output of {' '.join(stages)} is current "
-                f"(checked in {time.perf_counter() - t0:.1f} s; no Prefect server started)"
+                f"(checked in {time.perf_counter() - t0:.1f} s; no flow run, no Prefect server)"
             )
             return 0
+    if args.runner != "threads" and any(s in SHARD_STAGES for s in stages) and not own_api:
+        return run_with_shared_server(argv)
     summary = run_flow(args, stages)
     print(json.dumps(summary, indent=2, sort_keys=True))
     print(f"{args.flow} flow finished in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
+def run_with_shared_server(argv: Sequence[str]) -> int:
+    """Start ``prefect server start`` and run this command again (``--always-run``) in a child process whose
+    environment names it as ``PREFECT_API_URL``: like a deployment's flow run on a worker, every thread and
+    process of the run then talks to that one server (``flows/server.py`` says why this process cannot:
+    prefect is imported here already). Returns the child's exit status."""
+    from flows.server import start_shared_server
+
+    server = start_shared_server()
+    try:
+        server.wait_healthy()
+        cmd = [sys.executable, "-m", "flows.pipeline", *argv, "--always-run"]
+        return subprocess.run(cmd, env=dict(os.environ), check=False).returncode
+    finally:
+        server.stop()  # the child has sent its logs and events before it exited
+
+
 def run_flow(args: argparse.Namespace, stages: tuple[str, ...]) -> dict[str, Any]:
     """Run the chosen flow and return its summary. A failed run raises its exception (a user error becomes
     one line in :func:`main`, a bug keeps its traceback) or, when shards failed, exits with one line."""
     from flows.pipeline import FLOWS, ShardBuildError
-    from flows.runners import shared_api_server
 
     kwargs: dict[str, Any] = {"params_path": args.params, "project_root": args.root, "stages": stages}
-    shards = args.flow != "train-evaluate" and any(s in ("prepare", "gt_db", "graphs") for s in stages)
     if args.flow != "train-evaluate":
         kwargs |= {"task_runner": args.runner, "dask_address": args.dask_address}
         kwargs["max_workers"] = args.max_workers
-    with shared_api_server(needed=shards and args.runner != "threads"):
-        state = FLOWS[args.flow](**kwargs, return_state=True)
+    state = FLOWS[args.flow](**kwargs, return_state=True)
     try:
         return state.result()  # a failed run raises its exception
     except ShardBuildError as e:  # expected after retries: it names the shards; the run's logs say why

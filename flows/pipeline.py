@@ -347,12 +347,16 @@ def plan_is_final(plan: ShardPlan) -> bool:
 
 
 def up_to_date(
-    params_path: str | Path, project_root: str | Path | None, stages: Sequence[str]
+    params_path: str | Path,
+    project_root: str | Path | None,
+    stages: Sequence[str],
+    ask_api: bool | None = None,
 ) -> dict[str, Any] | None:
     """The summary a run of these preprocessing ``stages`` would return if it has nothing to do (it would
     build, write and delete nothing), else None. Decided as the flow decides it (shard manifests checked
     against the files, the synth and gt_db cache records verified against the bytes on disk), with no API
-    server: ``python -m flows.pipeline`` starts none when this says there is nothing to do.
+    server (``ask_api``: see :func:`flows.tasks.result_store_of`): ``python -m flows.pipeline`` runs no
+    flow when this says there is nothing to do.
     """
     stages = check_stages(stages, PREPROCESS_STAGES)
     params, layout = load_project(params_path, project_root)
@@ -364,7 +368,7 @@ def up_to_date(
         return {"shards": n, "current": n, "built": [], "cached": [], "failed": []}
 
     if "synth" in stages:
-        store = result_store_of(synth_dataset)
+        store = result_store_of(synth_dataset, ask_api)
         digest = current_outputs(store, *synth_key(params.synthetic, layout.synthetic))
         if digest is None:
             return None
@@ -376,7 +380,7 @@ def up_to_date(
                 return None
             summary[f"prepare@{s}"] = stats(plan)
     if "gt_db" in stages:
-        store = result_store_of(build_gt_db)
+        store = result_store_of(build_gt_db, ask_api)
         digest = current_outputs(store, *gt_db_key(layout.prepared("train"), layout.gt_db))
         if digest is None:
             return None

@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Literal
 
-from prefect.settings import (
-    PREFECT_API_URL,
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-    get_current_settings,
-    temporary_settings,
-)
+from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from flows import RUNNER_KINDS
@@ -64,83 +49,7 @@ def make_task_runner(kind: str, max_workers: int, dask_address: str | None = Non
 
 
 def has_api_url() -> bool:
-    """Whether ``PREFECT_API_URL`` names a server (else each process would start its own ephemeral one)."""
+    """Whether ``PREFECT_API_URL`` names a server (else each worker process of a process pool or Dask cluster
+    would start its own ephemeral one; ``python -m flows.pipeline`` starts one they share, see
+    ``flows/server.py``)."""
     return bool(PREFECT_API_URL.value())
-
-
-@contextlib.contextmanager
-def shared_api_server(needed: bool = True) -> Iterator[str | None]:
-    """Make sure every process of a run talks to one API server; yield its URL (None: Prefect's own
-    ephemeral mode is enough).
-
-    With ``PREFECT_API_URL`` set (the environment or the active profile), that server. Without it, and
-    ``needed`` (a process pool or a Dask cluster runs tasks: in ephemeral mode each of their processes would
-    start and migrate a server of its own), start ``prefect server start`` on a free loopback port (no UI,
-    no background services), point the settings the runners pass on at it, and stop it when this process
-    exits: after Prefect has sent its queued logs and events (it drains them at threading shutdown, which
-    comes before ``atexit``). Without ``needed`` (threads), Prefect's ephemeral mode runs the flow.
-    """
-    if has_api_url():
-        yield str(PREFECT_API_URL.value())
-        return
-    if not needed:
-        yield None
-        return
-    url = start_prefect_server()
-    with temporary_settings(updates={PREFECT_API_URL: url}):
-        yield url
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_prefect_server(timeout_s: float | None = None) -> str:
-    """``prefect server start`` on 127.0.0.1 (this process's Prefect settings: its home and database), in
-    the background until this process exits; return its API URL once ``/health`` answers. Its output goes to
-    a temporary log file, whose tail is in the error when it does not come up within ``timeout_s`` (default
-    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``)."""
-    import httpx
-
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/api"
-    fd, log_path = tempfile.mkstemp(prefix="pgnn-prefect-server-", suffix=".log")
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--no-services"]
-    env = {**os.environ, **get_current_settings().to_environment_variables(exclude_unset=True)}
-    env["PREFECT_SERVER_UI_ENABLED"] = "false"
-    with os.fdopen(fd, "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    atexit.register(_stop_server, proc, log_path)
-    limit = timeout_s or PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
-    t0 = time.monotonic()
-    with httpx.Client(trust_env=False, timeout=5) as client:
-        while time.monotonic() - t0 < limit:
-            if proc.poll() is not None:
-                break
-            try:
-                if client.get(f"{url}/health").status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-    tail = Path(log_path).read_text(errors="replace")[-2000:]
-    _stop_server(proc, log_path)
-    state = (
-        f"exited with status {proc.returncode}" if proc.poll() is not None else f"not healthy after {limit} s"
-    )
-    raise RuntimeError(f"prefect server start {state}: {tail}")
-
-
-def _stop_server(proc: subprocess.Popen, log_path: str) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    with contextlib.suppress(OSError):
-        os.unlink(log_path)

@@ -141,17 +141,20 @@ def current_outputs(store: Any, key: str, paths: Sequence[str]) -> dict[str, str
     return digest if outputs_digest(paths) == digest else None
 
 
-def result_store_of(task_: Any) -> Any:
-    """The result store ``task_``'s cache records are in, found without starting an API server: with no
-    ``PREFECT_API_URL`` and no default storage block, the local result storage
-    (``PREFECT_RESULTS_LOCAL_STORAGE_PATH``) where the runs of this project keep them. (Prefect's
-    ``get_result_store()`` would ask the API for a server-side default, starting an ephemeral server.)"""
+def result_store_of(task_: Any, ask_api: bool | None = None) -> Any:
+    """The result store ``task_``'s cache records are in, outside a run. With ``ask_api`` (default: when
+    ``PREFECT_API_URL`` is set) or a default storage block, as Prefect finds it (``get_result_store()``,
+    which asks the API for a server-side default: with no API URL, that starts an ephemeral server);
+    otherwise, with no server, the local result storage (``PREFECT_RESULTS_LOCAL_STORAGE_PATH``) where this
+    project's runs keep them."""
     from prefect.filesystems import LocalFileSystem
     from prefect.results import ResultStore, get_result_store
     from prefect.settings import PREFECT_API_URL, get_current_settings
 
     results = get_current_settings().results
-    if PREFECT_API_URL.value() or results.default_storage_block is not None:
+    if ask_api is None:
+        ask_api = bool(PREFECT_API_URL.value())
+    if ask_api or results.default_storage_block is not None:
         return get_result_store().update_for_task(task_)
     local = LocalFileSystem(basepath=str(results.local_storage_path))
     return ResultStore(result_storage=local).update_for_task(task_)
