@@ -6,53 +6,78 @@ r"""The pgnn pipeline as Prefect 3 flows: the DVC diagram (``dvc.yaml``), stage 
     \_______________ preprocess_flow _______________/      \______ train_evaluate_flow ______/
 
 - :func:`pgnn_pipeline` runs the stages you list (default: all), as these two sub-flows.
-- :func:`preprocess_flow`: synth; then for prepare and graphs, plan both splits, fan the shards that are
-  missing or stale out on the chosen task runner (threads, processes or a Dask cluster), record each shard
-  in its folder's manifest as it lands, finalize each folder; gt_db runs beside graphs. A failed shard fails
-  the flow after every other shard is recorded; the rerun builds only what is still missing.
-- :func:`train_evaluate_flow`: train (resumable from its checkpoints), predict, evaluate.
+- :func:`preprocess_flow`: synth; then prepare, gt_db and graphs in :func:`shards_flow`, run with the task
+  runner you choose (``shards_flow.with_options(task_runner=...)``: threads, processes or a Dask cluster).
+  It plans both splits of prepare and graphs, fans the shards that are missing or stale out with
+  ``build_shard.map``, records each shard in its folder's manifest as it lands and finalizes each folder;
+  gt_db runs beside graphs. A failed shard fails the flow after every other shard is recorded; the rerun
+  builds only what is still missing.
+- :func:`train_evaluate_flow`: train (resumable from its checkpoints), predict, evaluate (the AP table is
+  published as Prefect artifacts).
 
 What runs and what is skipped is decided by content (input bytes, params, code), never by Prefect's cache
-alone: see ``flows/tasks.py``. Run it with ``python -m flows.pipeline --help``, or deploy it
-(``prefect.yaml``).
+alone: see ``flows/tasks.py``. Prints of the pgnn steps go to the runs' logs (``log_prints``). Run it with
+``python -m flows.pipeline --help`` (``flows/cli.py``), or deploy it (``prefect.yaml``).
 """
 
+# ruff: noqa: E402
+
 from __future__ import annotations
+
+if (
+    __name__ == "__main__"
+):  # `python -m flows.pipeline`: check argv and params.yaml before prefect is imported
+    from flows.cli import main
+
+    raise SystemExit(main())
 
 import flows  # noqa: F401  (applies the offline Prefect settings before prefect is imported)
 
 # isort: split
-import argparse
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.futures import PrefectFuture, as_completed
-from prefect.task_runners import TaskRunner
+from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.runners import RUNNER_KINDS, RunnerKind, has_api_url, make_task_runner, shared_api_server
+from flows import PREPROCESS_STAGES, SHARD_STAGES, STAGES, TRAIN_EVALUATE_STAGES
+from flows.runners import RunnerKind, has_api_url, make_task_runner
 from flows.tasks import (
     build_gt_db,
     build_shard,
+    current_outputs,
     evaluate_predictions,
     finalize_shards,
+    gt_db_key,
     plan_graphs,
     plan_prepare,
     predict_split,
+    result_store_of,
     synth_dataset,
+    synth_key,
     train_model,
 )
 from pgnn.config.params import Params, load_params
-from pgnn.core.shards import ShardPlan, ShardTask, pending_tasks, record_shard
+from pgnn.core.shards import MANIFEST, ShardPlan, ShardTask, pending_tasks, read_manifest, record_shard
 from pgnn.pipeline.stages import SPLITS, Layout
-from pgnn.pipeline.stages import STAGES as STAGE_TABLE
 
-STAGES: tuple[str, ...] = tuple(s.name for s in STAGE_TABLE)
-PREPROCESS_STAGES: tuple[str, ...] = ("synth", "prepare", "gt_db", "graphs")
-TRAIN_EVALUATE_STAGES: tuple[str, ...] = ("train", "predict", "evaluate")
+__all__ = [
+    "PREPROCESS_STAGES",
+    "STAGES",
+    "TRAIN_EVALUATE_STAGES",
+    "FLOWS",
+    "ShardBuildError",
+    "check_stages",
+    "load_project",
+    "pgnn_pipeline",
+    "preprocess_flow",
+    "shards_flow",
+    "train_evaluate_flow",
+    "up_to_date",
+]
 
 
 class ShardBuildError(RuntimeError):
@@ -75,8 +100,15 @@ def check_stages(stages: Sequence[str], allowed: Sequence[str]) -> tuple[str, ..
     return tuple(stages)
 
 
-def build_plans(plans: Mapping[str, ShardPlan], runner: TaskRunner) -> dict[str, dict[str, Any]]:
-    """Build the missing or stale shards of several plans at once on ``runner``; return per-plan stats.
+def _check_lock(layout: Layout) -> None:
+    """The dvc.lock check of the pipeline, before a flow (or the command line's nothing-to-do check) reads
+    or writes outputs."""
+    # TODO(lockfile): call pgnn.pipeline.lockfile.repair_lock(layout.root) here once the lead provides it.
+
+
+def build_plans(plans: Mapping[str, ShardPlan]) -> dict[str, dict[str, Any]]:
+    """Build the missing or stale shards of several plans at once on the flow's task runner
+    (``build_shard.map``); return per-plan stats.
 
     Each shard that lands is recorded in its folder's manifest at once (so a killed flow resumes), each
     folder whose shards all landed is finalized. Raises :class:`ShardBuildError` naming the failed shards
@@ -84,33 +116,38 @@ def build_plans(plans: Mapping[str, ShardPlan], runner: TaskRunner) -> dict[str,
     """
     logger = get_run_logger()
     stats: dict[str, dict[str, Any]] = {}
-    futures: dict[PrefectFuture[Any], tuple[str, ShardTask]] = {}
+    todo: list[tuple[str, ShardTask]] = []
     for label, plan in plans.items():
-        todo = pending_tasks(plan)
-        current = len(plan.tasks) - len(todo)
+        pending = pending_tasks(plan)
+        current = len(plan.tasks) - len(pending)
         stats[label] = {"shards": len(plan.tasks), "current": current}
         stats[label] |= {"built": [], "cached": [], "failed": []}
-        names = ": " + ", ".join(t.file for t in todo) if todo else ""
-        logger.info(f"{label}: {current} of {len(plan.tasks)} shards current, building {len(todo)}{names}")
-        for shard in todo:
-            fut = runner.submit(build_shard, {"plan": plan, "shard": shard, "label": label})
-            futures[fut] = (label, shard)
+        names = ": " + ", ".join(t.file for t in pending) if pending else ""
+        logger.info(f"{label}: {current} of {len(plan.tasks)} shards current, building {len(pending)}{names}")
+        todo += [(label, shard) for shard in pending]
 
-    for fut in as_completed(list(futures)):
-        label, shard = futures[fut]
-        fut.wait()  # sets the future's final state (without it, .state may ask the API and see "Running")
-        state = fut.state
-        if state.is_completed():
-            entry = fut.result()
-            record_shard(plans[label], shard, entry["sha256"])
-            how = "cached" if state.name == "Cached" else "built"
-            stats[label][how].append(shard.file)
-            verb = "reused verified cache of" if how == "cached" else "wrote"
-            sha = entry["sha256"][:12]
-            logger.info(f"{label}: {verb} {shard.file} ({len(shard.frames)} frames, sha256 {sha})")
-        else:
-            stats[label]["failed"].append(shard.file)
-            logger.error(f"{label}: {shard.file} failed after retries: {_failure(fut, state)}")
+    if todo:
+        futures = build_shard.map(
+            plan=[plans[label] for label, _ in todo],
+            shard=[shard for _, shard in todo],
+            label=[label for label, _ in todo],
+        )
+        owner: dict[PrefectFuture[Any], tuple[str, ShardTask]] = dict(zip(futures, todo, strict=True))
+        for fut in as_completed(list(futures)):
+            label, shard = owner[fut]
+            fut.wait()  # sets the future's final state (without it, .state may ask the API and see "Running")
+            state = fut.state
+            if state.is_completed():
+                entry = fut.result()
+                record_shard(plans[label], shard, entry["sha256"])
+                how = "cached" if state.name == "Cached" else "built"
+                stats[label][how].append(shard.file)
+                verb = "reused verified cache of" if how == "cached" else "wrote"
+                sha = entry["sha256"][:12]
+                logger.info(f"{label}: {verb} {shard.file} ({len(shard.frames)} frames, sha256 {sha})")
+            else:
+                stats[label]["failed"].append(shard.file)
+                logger.error(f"{label}: {shard.file} failed after retries: {_failure(fut, state)}")
 
     for label, plan in plans.items():
         for k in ("built", "cached", "failed"):
@@ -135,7 +172,44 @@ def _failure(fut: PrefectFuture[Any], state: Any) -> str:
     return f"state {state.name}"
 
 
-@flow(name="pgnn-preprocess")
+@flow(name="pgnn-shards", task_runner=ThreadPoolTaskRunner(), log_prints=True)
+def shards_flow(
+    params_path: str = "params.yaml",
+    project_root: str | None = None,
+    stages: tuple[str, ...] = SHARD_STAGES,
+) -> dict[str, Any]:
+    """prepare@{train,val} -> gt_db and graphs@{train,val}, shards fanned out on this flow's task runner.
+
+    :func:`preprocess_flow` runs it as ``shards_flow.with_options(task_runner=make_task_runner(...))``;
+    alone it runs on threads.
+    """
+    stages = check_stages(stages, SHARD_STAGES)
+    params, layout = load_project(params_path, project_root)
+    summary: dict[str, Any] = {}
+    if "prepare" in stages:
+        plans = {
+            f"prepare@{s}": plan_prepare(params.data, s, layout.prepared(s), layout.root) for s in SPLITS
+        }
+        summary |= build_plans(plans)
+    gt_db = build_gt_db.submit(layout.prepared("train"), layout.gt_db) if "gt_db" in stages else None
+    if "graphs" in stages:  # meanwhile
+        from pgnn.config.presets import resolve
+
+        recipe = resolve(params)
+        plans = {
+            f"graphs@{s}": plan_graphs(
+                recipe, s, layout.prepared(s), layout.graphs(s), params.data.frames_per_shard
+            )
+            for s in SPLITS
+        }
+        summary |= build_plans(plans)
+    if gt_db is not None:
+        (sha,) = gt_db.result().values()
+        summary["gt_db"] = {"path": str(layout.gt_db), "sha256": sha}
+    return summary
+
+
+@flow(name="pgnn-preprocess", log_prints=True)
 def preprocess_flow(
     params_path: str = "params.yaml",
     project_root: str | None = None,
@@ -150,47 +224,31 @@ def preprocess_flow(
         params_path: the params.yaml (relative to the working directory).
         project_root: the folder holding ``data/`` (default: the params file's folder).
         stages: some of synth, prepare, gt_db, graphs (each assumes the earlier ones' outputs exist).
-        task_runner: "threads", "processes" or "dask" (see :func:`flows.runners.make_task_runner`).
+        task_runner: "threads", "processes" or "dask" (see :func:`flows.runners.make_task_runner`): the
+            task runner of :func:`shards_flow`.
         dask_address: a Dask scheduler (``tcp://host:8786``); none = a temporary local cluster.
         max_workers: parallel shard builds (default ``data.workers`` of params.yaml).
     """
     stages = check_stages(stages, PREPROCESS_STAGES)
     params, layout = load_project(params_path, project_root)
+    _check_lock(layout)
     summary: dict[str, Any] = {}
     if "synth" in stages:
         summary["synth"] = {"files": len(synth_dataset(params.synthetic, layout.synthetic))}
-    if not {"prepare", "gt_db", "graphs"} & set(stages):
+    shard_stages = tuple(s for s in stages if s in SHARD_STAGES)
+    if not shard_stages:
         return summary
     if task_runner != "threads" and not has_api_url():
         get_run_logger().warning(
             f"task_runner={task_runner!r} without PREFECT_API_URL: each worker process will start its own "
             "ephemeral API server (slow). Start a server, or use `python -m flows.pipeline` (it shares one)."
         )
-    with make_task_runner(task_runner, max_workers or params.data.workers, dask_address) as runner:
-        if "prepare" in stages:
-            plans = {
-                f"prepare@{s}": plan_prepare(params.data, s, layout.prepared(s), layout.root) for s in SPLITS
-            }
-            summary |= build_plans(plans, runner)
-        gt_db = build_gt_db.submit(layout.prepared("train"), layout.gt_db) if "gt_db" in stages else None
-        if "graphs" in stages:  # meanwhile (the flow's own thread runner runs gt_db)
-            from pgnn.config.presets import resolve
-
-            recipe = resolve(params)
-            plans = {
-                f"graphs@{s}": plan_graphs(
-                    recipe, s, layout.prepared(s), layout.graphs(s), params.data.frames_per_shard
-                )
-                for s in SPLITS
-            }
-            summary |= build_plans(plans, runner)
-        if gt_db is not None:
-            (sha,) = gt_db.result().values()
-            summary["gt_db"] = {"path": str(layout.gt_db), "sha256": sha}
+    runner = make_task_runner(task_runner, max_workers or params.data.workers, dask_address)
+    summary |= shards_flow.with_options(task_runner=runner)(params_path, project_root, shard_stages)
     return summary
 
 
-@flow(name="pgnn-train-evaluate")
+@flow(name="pgnn-train-evaluate", log_prints=True)
 def train_evaluate_flow(
     params_path: str = "params.yaml",
     project_root: str | None = None,
@@ -200,10 +258,12 @@ def train_evaluate_flow(
 
     Training resumes a killed run of the same params from ``models/checkpoints`` (it is not retried: rerun
     the flow). Prediction is skipped while its verified cache holds (same model bytes, graphs, frames,
-    post-processing and code, and the same files on disk).
+    post-processing and code, and the same files on disk). Evaluation publishes the AP table as the
+    artifacts ``pgnn-eval-ap`` (a table) and ``pgnn-eval-metrics`` (markdown).
     """
     stages = check_stages(stages, TRAIN_EVALUATE_STAGES)
     params, layout = load_project(params_path, project_root)
+    _check_lock(layout)
     from pgnn.config.presets import resolve
     from pgnn.graphs.targets import object_classes
 
@@ -243,7 +303,7 @@ def train_evaluate_flow(
     return summary
 
 
-@flow(name="pgnn-pipeline")
+@flow(name="pgnn-pipeline", log_prints=True)
 def pgnn_pipeline(
     params_path: str = "params.yaml",
     project_root: str | None = None,
@@ -268,30 +328,72 @@ def pgnn_pipeline(
 FLOWS = {"full": pgnn_pipeline, "preprocess": preprocess_flow, "train-evaluate": train_evaluate_flow}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flows.pipeline``: run a flow locally (against PREFECT_API_URL, or an ephemeral server)."""
-    parser = argparse.ArgumentParser(prog="python -m flows.pipeline", description=__doc__.split("\n")[0])
-    parser.add_argument("--flow", choices=sorted(FLOWS), default="full")
-    parser.add_argument("--params", default="params.yaml", help="params.yaml path")
-    parser.add_argument("--root", default=None, help="project root (default: the params file's folder)")
-    parser.add_argument("--stages", nargs="+", default=None, help=f"some of {' '.join(STAGES)}")
-    parser.add_argument("--runner", choices=RUNNER_KINDS, default="threads", help="runner of shard builds")
-    parser.add_argument("--dask-address", default=None, help="Dask scheduler address (with --runner dask)")
-    parser.add_argument("--max-workers", type=int, default=None, help="parallel shard builds")
-    args = parser.parse_args(argv)
-    kwargs: dict[str, Any] = {"params_path": args.params, "project_root": args.root}
-    if args.stages is not None:
-        kwargs["stages"] = tuple(args.stages)
-    if args.flow != "train-evaluate":
-        kwargs |= {"task_runner": args.runner, "dask_address": args.dask_address}
-        kwargs["max_workers"] = args.max_workers
-    t0 = time.perf_counter()
-    with shared_api_server():
-        summary = FLOWS[args.flow](**kwargs)
-    print(json.dumps(summary, indent=2, sort_keys=True))
-    print(f"{args.flow} flow finished in {time.perf_counter() - t0:.1f} s")
-    return 0
+# ------------------------------------------------------------------------------ nothing to do? (no server)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def plan_is_final(plan: ShardPlan) -> bool:
+    """Whether the folder is exactly what building and finalizing ``plan`` would leave: every shard current
+    (:func:`pgnn.core.shards.pending_tasks`), the manifest final, no other file."""
+    if pending_tasks(plan):
+        return False
+    manifest = read_manifest(plan.out_dir) or {}
+    files = [t.file for t in plan.tasks]
+    expected = {"kind": plan.kind, "params": plan.params, "code_version": plan.code}
+    if {k: manifest.get(k) for k in expected} != json.loads(json.dumps(expected)):
+        return False
+    if [e.get("file") for e in manifest.get("shards", [])] != files:
+        return False
+    return {p.name for p in Path(plan.out_dir).iterdir() if p.is_file()} == {*files, MANIFEST}
+
+
+def up_to_date(
+    params_path: str | Path,
+    project_root: str | Path | None,
+    stages: Sequence[str],
+    ask_api: bool | None = None,
+) -> dict[str, Any] | None:
+    """The summary a run of these preprocessing ``stages`` would return if it has nothing to do (it would
+    build, write and delete nothing), else None. Decided as the flow decides it (shard manifests checked
+    against the files, the synth and gt_db cache records verified against the bytes on disk), with no API
+    server (``ask_api``: see :func:`flows.tasks.result_store_of`): ``python -m flows.pipeline`` runs no
+    flow when this says there is nothing to do.
+    """
+    stages = check_stages(stages, PREPROCESS_STAGES)
+    params, layout = load_project(params_path, project_root)
+    _check_lock(layout)
+    summary: dict[str, Any] = {}
+
+    def stats(plan: ShardPlan) -> dict[str, Any]:
+        n = len(plan.tasks)
+        return {"shards": n, "current": n, "built": [], "cached": [], "failed": []}
+
+    if "synth" in stages:
+        store = result_store_of(synth_dataset, ask_api)
+        digest = current_outputs(store, *synth_key(params.synthetic, layout.synthetic))
+        if digest is None:
+            return None
+        summary["synth"] = {"files": len(digest)}
+    if "prepare" in stages:
+        for s in SPLITS:
+            plan = plan_prepare.fn(params.data, s, layout.prepared(s), layout.root)
+            if not plan_is_final(plan):
+                return None
+            summary[f"prepare@{s}"] = stats(plan)
+    if "gt_db" in stages:
+        store = result_store_of(build_gt_db, ask_api)
+        digest = current_outputs(store, *gt_db_key(layout.prepared("train"), layout.gt_db))
+        if digest is None:
+            return None
+        (sha,) = digest.values()
+        summary["gt_db"] = {"path": str(layout.gt_db), "sha256": sha}
+    if "graphs" in stages:
+        from pgnn.config.presets import resolve
+
+        recipe = resolve(params)
+        for s in SPLITS:
+            frames = params.data.frames_per_shard
+            plan = plan_graphs.fn(recipe, s, layout.prepared(s), layout.graphs(s), frames)
+            if not plan_is_final(plan):
+                return None
+            summary[f"graphs@{s}"] = stats(plan)
+    return summary

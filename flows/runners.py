@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Literal
 
-from prefect.settings import (
-    PREFECT_API_URL,
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-    temporary_settings,
-)
+from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
+from flows import RUNNER_KINDS
 from pgnn.core.shards import one_thread_per_process
 
 RunnerKind = Literal["threads", "processes", "dask"]
-RUNNER_KINDS: tuple[str, ...] = ("threads", "processes", "dask")
 
 
 def make_task_runner(kind: str, max_workers: int, dask_address: str | None = None) -> TaskRunner:
-    """A fresh, not yet started task runner (enter it with ``with``).
+    """A fresh task runner for ``flow.with_options(task_runner=...)`` (Prefect starts and stops it with the
+    flow run).
 
     - ``threads``: a thread pool in the flow's process (lowest overhead; numba and numpy release the GIL
       for the heavy parts).
@@ -54,51 +49,7 @@ def make_task_runner(kind: str, max_workers: int, dask_address: str | None = Non
 
 
 def has_api_url() -> bool:
-    """Whether ``PREFECT_API_URL`` names a server (else each process would start its own ephemeral one)."""
+    """Whether ``PREFECT_API_URL`` names a server (else each worker process of a process pool or Dask cluster
+    would start its own ephemeral one; ``python -m flows.pipeline`` starts one they share, see
+    ``flows/server.py``)."""
     return bool(PREFECT_API_URL.value())
-
-
-@contextlib.contextmanager
-def shared_api_server() -> Iterator[str]:
-    """Make sure every process of a run talks to one API server; yield its URL.
-
-    With ``PREFECT_API_URL`` set, that server. Without it, Prefect starts an ephemeral server in the flow's
-    process, which process-pool and Dask workers cannot see: each would start (and migrate) its own. So
-    start the ephemeral server here, once, and point the settings (which the runners pass on) at it.
-    """
-    if has_api_url():
-        yield str(PREFECT_API_URL.value())
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start(timeout=PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server.api_url
-            _drain_api_workers()
-    finally:
-        server.stop()
-
-
-def _drain_api_workers() -> None:
-    """Send the logs and events still queued to the server (as prefect_test_harness does before it stops
-    its server); otherwise they retry against a stopped server at exit for a minute."""
-    import inspect
-
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-    from prefect.utilities.asyncutils import run_coro_as_sync
-
-    async def drain() -> None:
-        try:
-            pending = APILogWorker.instance().drain()
-            if inspect.isawaitable(pending):
-                await pending
-        except RuntimeError:  # the log worker never started
-            pass
-        pending = EventsWorker.drain_all()
-        if inspect.isawaitable(pending):
-            await pending
-
-    run_coro_as_sync(drain())

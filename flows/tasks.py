@@ -30,12 +30,15 @@ its own checkpoints when rerun, and a crash in it is a bug to see, not to paper 
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
@@ -107,15 +110,54 @@ def folder_digest(folder: str | Path) -> dict[str, str]:
     return {Path(p).relative_to(root).as_posix(): sha for p, sha in outputs_digest([root]).items()}
 
 
+def outputs_key(
+    task_name: str, inputs: dict[str, Any], outputs: Sequence[str | Path]
+) -> tuple[str, list[str]]:
+    """The cache key of a task that writes ``outputs`` (files or folders) from ``inputs`` (a JSON-able
+    description of everything the bytes depend on), and the outputs' absolute paths."""
+    paths = [str(Path(p).resolve()) for p in outputs]
+    return stable_hash({"task": task_name, "inputs": inputs, "outputs": paths}), paths
+
+
 def outputs_cache_key(
     ctx: TaskRunContext, task_name: str, inputs: dict[str, Any], outputs: Sequence[str | Path]
 ) -> str | None:
-    """Cache key of a task that writes ``outputs`` (files or folders) from ``inputs`` (a JSON-able
-    description of everything the bytes depend on). The task must return :func:`outputs_digest` of
-    ``outputs``; a record is used only while the outputs on disk still have exactly those bytes."""
-    paths = [str(Path(p).resolve()) for p in outputs]
-    key = stable_hash({"task": task_name, "inputs": inputs, "outputs": paths})
+    """Cache key of a task that writes ``outputs`` from ``inputs`` (:func:`outputs_key`). The task must
+    return :func:`outputs_digest` of ``outputs``; a record is used only while the outputs on disk still have
+    exactly those bytes."""
+    key, paths = outputs_key(task_name, inputs, outputs)
     return verified_cache_key(ctx.result_store, key, lambda digest: outputs_digest(paths) == digest)
+
+
+def current_outputs(store: Any, key: str, paths: Sequence[str]) -> dict[str, str] | None:
+    """The digest a task's cache record holds under ``key`` when the files on disk still have it (the task
+    would be a verified cache hit: nothing to do), else None. ``store``: the task's result store."""
+    if not store.exists(key):
+        return None
+    try:
+        digest = store.read(key).result
+    except Exception:  # an unreadable record: the task would run
+        return None
+    return digest if outputs_digest(paths) == digest else None
+
+
+def result_store_of(task_: Any, ask_api: bool | None = None) -> Any:
+    """The result store ``task_``'s cache records are in, outside a run. With ``ask_api`` (default: when
+    ``PREFECT_API_URL`` is set) or a default storage block, as Prefect finds it (``get_result_store()``,
+    which asks the API for a server-side default: with no API URL, that starts an ephemeral server);
+    otherwise, with no server, the local result storage (``PREFECT_RESULTS_LOCAL_STORAGE_PATH``) where this
+    project's runs keep them."""
+    from prefect.filesystems import LocalFileSystem
+    from prefect.results import ResultStore, get_result_store
+    from prefect.settings import PREFECT_API_URL, get_current_settings
+
+    results = get_current_settings().results
+    if ask_api is None:
+        ask_api = bool(PREFECT_API_URL.value())
+    if ask_api or results.default_storage_block is not None:
+        return get_result_store().update_for_task(task_)
+    local = LocalFileSystem(basepath=str(results.local_storage_path))
+    return ResultStore(result_storage=local).update_for_task(task_)
 
 
 def _manifest_shas(folder: str | Path) -> list[str | None]:
@@ -123,16 +165,26 @@ def _manifest_shas(folder: str | Path) -> list[str | None]:
     return [e.get("sha256") for e in (read_manifest(folder) or {}).get("shards", [])]
 
 
-def synth_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | None:
+def synth_key(cfg: SyntheticConfig, out_dir: str | Path) -> tuple[str, list[str]]:
     """:func:`synth_dataset`: the config and the generator's code; the whole folder verified."""
-    inputs = {"synthetic": parameters["cfg"].model_dump(mode="json"), "code": stage_code("synth")}
-    return outputs_cache_key(ctx, "synth", inputs, [parameters["out_dir"]])
+    inputs = {"synthetic": cfg.model_dump(mode="json"), "code": stage_code("synth")}
+    return outputs_key("synth", inputs, [out_dir])
+
+
+def gt_db_key(prepared_dir: str | Path, out_path: str | Path) -> tuple[str, list[str]]:
+    """:func:`build_gt_db`: the prepared train shards' bytes and the code; the parquet file verified."""
+    inputs = {"prepared": _manifest_shas(prepared_dir), "code": stage_code("gt_db")}
+    return outputs_key("gt_db", inputs, [out_path])
+
+
+def synth_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | None:
+    key, paths = synth_key(parameters["cfg"], parameters["out_dir"])
+    return verified_cache_key(ctx.result_store, key, lambda digest: outputs_digest(paths) == digest)
 
 
 def gt_db_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | None:
-    """:func:`build_gt_db`: the prepared train shards' bytes and the code; the parquet file verified."""
-    inputs = {"prepared": _manifest_shas(parameters["prepared_dir"]), "code": stage_code("gt_db")}
-    return outputs_cache_key(ctx, "gt_db", inputs, [parameters["out_path"]])
+    key, paths = gt_db_key(parameters["prepared_dir"], parameters["out_path"])
+    return verified_cache_key(ctx.result_store, key, lambda digest: outputs_digest(paths) == digest)
 
 
 def predict_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | None:
@@ -149,20 +201,53 @@ def predict_cache_key(ctx: TaskRunContext, parameters: dict[str, Any]) -> str | 
     return outputs_cache_key(ctx, "predict", inputs, [parameters["out_dir"], parameters["timings_path"]])
 
 
+def replace_folder_if_changed(staged: Path, out: Path) -> bool:
+    """Move the folder ``staged`` to ``out`` unless ``out`` already holds exactly its files and bytes (then
+    ``out`` is left untouched: same inodes, same mtimes). Returns whether ``out`` was replaced. ``staged``
+    must be on ``out``'s file system (a sibling); what it held is left to its caller to delete."""
+    if out.is_dir() and folder_digest(staged) == folder_digest(out):
+        return False
+    if out.exists():
+        old = staged.with_name(staged.name + ".old")
+        os.replace(out, old)
+        os.replace(staged, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(staged, out)
+    return True
+
+
 # --------------------------------------------------------------------------------------------- tasks
 
+AP_TABLE_KEY = "pgnn-eval-ap"
+"""Key of the table artifact of :func:`evaluate_predictions` (``prefect.artifacts.Artifact.get(key)``)."""
+METRICS_REPORT_KEY = "pgnn-eval-metrics"
+"""Key of its markdown report artifact."""
 
-@task(name="synth", cache_key_fn=synth_cache_key, persist_result=True, result_serializer="json", retries=1)
+
+@task(
+    name="synth",
+    cache_key_fn=synth_cache_key,
+    persist_result=True,
+    result_serializer="json",
+    retries=1,
+    log_prints=True,
+)
 def synth_dataset(cfg: SyntheticConfig, out_dir: Path) -> dict[str, str]:
-    """Write the synthetic KITTI root (:func:`pgnn.pipeline.steps.synth.synth_step`) into an emptied
-    ``out_dir``, as
-    ``dvc repro`` does; return its :func:`outputs_digest` (what the cache record verifies against)."""
+    """Generate the synthetic KITTI root (:func:`pgnn.pipeline.steps.synth.synth_step`) beside ``out_dir``
+    and put it in place only if its bytes differ from what ``out_dir`` holds (an identical folder is reused,
+    not rewritten); return its :func:`outputs_digest` (what the cache record verifies against)."""
     from pgnn.pipeline.steps.synth import synth_step
 
     out = Path(out_dir)
-    if out.exists():
-        shutil.rmtree(out)
-    synth_step(cfg, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent) as tmp:
+        staged = Path(tmp) / out.name
+        synth_step(cfg, staged)
+        if replace_folder_if_changed(staged, out):
+            print(f"synth: wrote {out} ({cfg.frames} frames, seed {cfg.seed})")
+        else:
+            print(f"synth: {out} already holds these bytes; kept it")
     return outputs_digest([out])
 
 
@@ -194,6 +279,7 @@ def plan_graphs(
     result_serializer="json",
     retries=2,
     retry_delay_seconds=1,
+    log_prints=True,
 )
 def build_shard(plan: ShardPlan, shard: ShardTask, label: str) -> dict[str, Any]:
     """Build one shard with the plan's own builder and return its manifest entry (file, frames, key,
@@ -212,7 +298,14 @@ def finalize_shards(plan: ShardPlan, label: str) -> dict[str, Any]:
     return finalize_plan(plan)
 
 
-@task(name="gt-db", cache_key_fn=gt_db_cache_key, persist_result=True, result_serializer="json", retries=1)
+@task(
+    name="gt-db",
+    cache_key_fn=gt_db_cache_key,
+    persist_result=True,
+    result_serializer="json",
+    retries=1,
+    log_prints=True,
+)
 def build_gt_db(prepared_dir: Path, out_path: Path) -> dict[str, str]:
     """The ground-truth database of the prepared train split (:func:`pgnn.pipeline.steps.gt_db.gt_db_step`);
     returns the
@@ -223,7 +316,7 @@ def build_gt_db(prepared_dir: Path, out_path: Path) -> dict[str, str]:
     return outputs_digest([out_path])
 
 
-@task(name="train", cache_policy=NO_CACHE, retries=0)
+@task(name="train", cache_policy=NO_CACHE, retries=0, log_prints=True)
 def train_model(
     recipe: Any,
     graphs_dir: Path,
@@ -253,7 +346,13 @@ def train_model(
     return str(model)
 
 
-@task(name="predict", cache_key_fn=predict_cache_key, persist_result=True, result_serializer="json")
+@task(
+    name="predict",
+    cache_key_fn=predict_cache_key,
+    persist_result=True,
+    result_serializer="json",
+    log_prints=True,
+)
 def predict_split(
     recipe: Any, model_path: Path, graphs_dir: Path, prepared_dir: Path, out_dir: Path, timings_path: Path
 ) -> dict[str, str]:
@@ -267,7 +366,7 @@ def predict_split(
     return outputs_digest([out_dir, timings_path])
 
 
-@task(name="evaluate", cache_policy=NO_CACHE)
+@task(name="evaluate", cache_policy=NO_CACHE, log_prints=True)
 def evaluate_predictions(
     cfg: EvalConfig,
     prepared_dir: Path,
@@ -278,9 +377,51 @@ def evaluate_predictions(
 ) -> dict[str, Any]:
     """Official KITTI AP of the predictions against the prepared labels
     (:func:`pgnn.pipeline.steps.evaluate.evaluate_step`);
-    ``default_classes`` are reported when params.yaml names none (the classes the preset detects)."""
+    ``default_classes`` are reported when params.yaml names none (the classes the preset detects).
+
+    The AP table is also published as Prefect artifacts of the run: a table (``pgnn-eval-ap``, one row per
+    class and metric) and a markdown report (``pgnn-eval-metrics``)."""
+    from pgnn.eval.report import format_table
     from pgnn.pipeline.steps.evaluate import evaluate_step
 
-    return evaluate_step(
+    results = evaluate_step(
         cfg, Path(prepared_dir), Path(pred_dir), Path(metrics_path), Path(curves_dir), default_classes
     )
+    create_table_artifact(
+        table=ap_table(results),
+        key=AP_TABLE_KEY,
+        description=f"Official KITTI AP (%) of {pred_dir} (R40 and R11 sampling)",
+    )
+    create_markdown_artifact(
+        markdown=(
+            f"## KITTI AP (%) of `{pred_dir}`\n\n```\n{format_table(results)}```\n\n"
+            f"Metrics: `{metrics_path}`; precision-recall curves: `{curves_dir}`.\n"
+        ),
+        key=METRICS_REPORT_KEY,
+        description="KITTI evaluation report",
+    )
+    return results
+
+
+def ap_table(results: dict[str, float]) -> list[dict[str, Any]]:
+    """Flat AP results (``Car/3d/moderate/R40``) as table rows: one per class and metric, with columns
+    ``class``, ``metric`` and ``<difficulty> <R40|R11>`` (AP in percent, 2 decimals), in KITTI's order."""
+    from pgnn.eval.kitti import CLASSES, DIFFICULTIES, METRICS
+
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, ap in results.items():
+        cls, metric, difficulty, sampling = key.split("/")
+        row = rows.setdefault((cls, metric), {"class": cls, "metric": metric})
+        row[f"{difficulty} {sampling}"] = round(ap, 2)
+    columns = [f"{d} {s}" for s in ("R40", "R11") for d in DIFFICULTIES]
+
+    def order(cm: tuple[str, str]) -> tuple[int, str, int, str]:
+        cls, metric = cm
+        c = CLASSES.index(cls) if cls in CLASSES else len(CLASSES)
+        m = METRICS.index(metric) if metric in METRICS else len(METRICS)
+        return c, cls, m, metric
+
+    return [
+        {"class": rows[cm]["class"], "metric": rows[cm]["metric"], **{c: rows[cm].get(c) for c in columns}}
+        for cm in sorted(rows, key=order)
+    ]

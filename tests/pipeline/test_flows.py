@@ -1,5 +1,6 @@
 """The Prefect flows (flows/) on a tiny synthetic project: fan-out, resume after a failure, verified caching,
-threads and Dask runners; plus the shard helpers (pgnn/core/shards.py) and offline settings
+threads and Dask runners, artifacts and run logs, the command line (argument checks, nothing-to-do runs
+without a server); plus the shard helpers (pgnn/core/shards.py) and the Prefect settings
 (pgnn/pipeline/prefect_env.py).
 
 Prefect runs against ``prefect_test_harness`` (a temporary SQLite API server, started once per session:
@@ -12,10 +13,14 @@ folder, set before ``prefect`` is first imported (hence the imports below the en
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from functools import partial
 from pathlib import Path
 
@@ -30,6 +35,7 @@ from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_setti
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 from prefect.testing.utilities import prefect_test_harness
 
+import flows.cli
 import pgnn.graphs.records
 from flows.pipeline import (
     PREPROCESS_STAGES,
@@ -39,9 +45,20 @@ from flows.pipeline import (
     pgnn_pipeline,
     preprocess_flow,
     train_evaluate_flow,
+    up_to_date,
 )
 from flows.runners import make_task_runner
-from flows.tasks import build_shard, folder_digest, verified_cache_key
+from flows.tasks import (
+    AP_TABLE_KEY,
+    METRICS_REPORT_KEY,
+    ap_table,
+    build_shard,
+    folder_digest,
+    replace_folder_if_changed,
+    synth_dataset,
+    verified_cache_key,
+)
+from pgnn.config.params import SyntheticConfig
 from pgnn.core.errors import DataError
 from pgnn.core.shards import (
     ShardPlan,
@@ -53,7 +70,9 @@ from pgnn.core.shards import (
     record_shard,
     run_plan,
 )
-from pgnn.pipeline.prefect_env import configure_prefect, prefect_settings
+from pgnn.pipeline.prefect_env import configure_prefect, prefect_settings, user_api_url
+
+REPO = Path(__file__).resolve().parents[2]
 
 PARAMS = """\
 preset: small
@@ -120,15 +139,133 @@ def reference(prefect_api, tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def test_configure_prefect_sets_offline_defaults_and_keeps_user_values(tmp_path):
     env = {"PREFECT_LOGGING_LEVEL": "DEBUG"}
-    effective = configure_prefect(tmp_path, env)
+    effective = configure_prefect(tmp_path, env, profiles_path=tmp_path / "no-profiles.toml")
     assert env["DO_NOT_TRACK"] == "1"
     assert env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
     assert env["PREFECT_SERVER_UI_ENABLED"] == "false"
     assert env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] == "180"
-    assert env["PREFECT_HOME"] == str(tmp_path.resolve() / ".prefect")
+    assert env["PREFECT_LOGGING_EXTRA_LOGGERS"] == "pgnn"  # pgnn's loggers reach the runs' logs
+    assert env["PREFECT_HOME"] == str(tmp_path.resolve() / ".prefect")  # no Prefect of the user's: local
     assert env["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] == str(tmp_path.resolve() / ".prefect-results")
     assert env["PREFECT_LOGGING_LEVEL"] == "DEBUG"  # the user's value wins
     assert effective == env and set(effective) == set(prefect_settings(tmp_path))
+
+
+def test_configure_prefect_leaves_the_users_prefect_home_server_and_profile_alone(tmp_path):
+    root, none = tmp_path / "project", tmp_path / "no-profiles.toml"
+    env = {"PREFECT_HOME": "/home/me/.prefect"}
+    configure_prefect(root, env, profiles_path=none)
+    assert env["PREFECT_HOME"] == "/home/me/.prefect"
+    assert env["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] == str(root.resolve() / ".prefect-results")
+
+    env = {"PREFECT_API_URL": "http://127.0.0.1:4200/api"}  # a server of theirs: their home and profiles
+    configure_prefect(root, env, profiles_path=none)
+    assert "PREFECT_HOME" not in env and env["DO_NOT_TRACK"] == "1"
+
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(
+        'active = "remote"\n[profiles.remote]\nPREFECT_API_URL = "http://10.0.0.5:4200/api"\n'
+        'PREFECT_LOGGING_LEVEL = "WARNING"\n'
+    )
+    env = {}
+    configure_prefect(root, env, profiles_path=profiles)
+    assert user_api_url(env, profiles) == "http://10.0.0.5:4200/api"
+    assert "PREFECT_HOME" not in env and "PREFECT_LOGGING_LEVEL" not in env  # the profile's values hold
+
+    env = {"PREFECT_PROFILE": "local"}  # prefect's own "local" profile names a server too
+    configure_prefect(root, env, profiles_path=none)
+    assert "PREFECT_HOME" not in env
+    env = {"PREFECT_PROFILE": "ephemeral"}
+    configure_prefect(root, env, profiles_path=none)
+    assert env["PREFECT_HOME"] == str(root.resolve() / ".prefect")
+
+
+def _python(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    run_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=run_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_importing_flows_keeps_the_users_prefect_home(tmp_path):
+    home = str(tmp_path / "my-prefect-home")
+    code = "import os, flows; from prefect.settings import PREFECT_HOME; print(os.environ['PREFECT_HOME'])"
+    out = _python("-c", code + "; print(PREFECT_HOME.value())", env={"PREFECT_HOME": home})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [home, home]
+
+
+def test_cli_rejects_bad_arguments_and_params_in_one_line_before_prefect_starts(tmp_path):
+    t0 = time.perf_counter()
+    out = _python("-m", "flows.pipeline", "--stages", "nosuch")
+    elapsed = time.perf_counter() - t0
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "python -m flows.pipeline: error: argument --stages: invalid choice: 'nosuch' (choose from "
+        "'synth', 'prepare', 'gt_db', 'graphs', 'train', 'predict', 'evaluate')"
+    ]
+    assert elapsed < 2.0, f"took {elapsed:.1f} s"
+
+    out = _python("-m", "flows.pipeline", "--flow", "preprocess", "--stages", "graphs", "train")
+    assert (
+        out.returncode == 2
+        and len(out.stderr.splitlines()) == 1
+        and "train not in the preprocess" in out.stderr
+    )
+
+    params = tmp_path / "params.yaml"
+    params.write_text("preset: small\ngraph: {radius: -1.0}\n")  # loads, but the recipe rejects it
+    out = _python("-m", "flows.pipeline", "--params", str(params))
+    assert out.returncode == 1 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("python -m flows.pipeline: error: params.yaml: graph.radius: "), line
+
+
+def test_synth_task_reuses_a_folder_that_already_holds_its_bytes(tmp_path):
+    cfg, out = SyntheticConfig(frames=2, seed=3, val_fraction=0.5), tmp_path / "data" / "synthetic"
+    digest = synth_dataset.fn(cfg, out)
+    first = stamps(tmp_path)
+    assert digest == {
+        str(p.resolve()): sha for p, sha in ((out / k, v) for k, v in folder_digest(out).items())
+    }
+    assert synth_dataset.fn(cfg, out) == digest
+    assert stamps(tmp_path) == first  # regenerated, compared, not written: same inodes and mtimes
+    label = next(p for p in out.rglob("*.txt") if "label" in str(p))
+    label.write_text("damaged\n")
+    assert synth_dataset.fn(cfg, out) == digest  # different bytes: replaced by the generated folder
+    assert sorted(p.name for p in tmp_path.joinpath("data").iterdir()) == ["synthetic"]  # no staging left
+
+
+def test_replace_folder_if_changed(tmp_path):
+    out, staged = tmp_path / "out", tmp_path / "staged"
+    staged.mkdir()
+    (staged / "a.txt").write_text("a")
+    assert replace_folder_if_changed(staged, out) and (out / "a.txt").read_text() == "a"
+    staged.mkdir()
+    (staged / "a.txt").write_text("a")
+    assert not replace_folder_if_changed(staged, out) and staged.exists()  # left to the caller
+    (staged / "b.txt").write_text("b")
+    assert replace_folder_if_changed(staged, out) and sorted(p.name for p in out.iterdir()) == [
+        "a.txt",
+        "b.txt",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_ap_table_rows():
+    results = {"Car/3d/moderate/R40": 12.345, "Car/bev/easy/R11": 50.0, "Pedestrian/3d/hard/R40": 1.0}
+    rows = ap_table(results)
+    assert [(r["class"], r["metric"]) for r in rows] == [("Car", "bev"), ("Car", "3d"), ("Pedestrian", "3d")]
+    assert rows[1]["moderate R40"] == 12.35 and rows[1]["easy R40"] is None and rows[0]["easy R11"] == 50.0
+
+
+def test_flows_use_public_prefect_apis_only():
+    internal = ("SubprocessASGIServer", "APILogWorker", "EventsWorker", "prefect._internal", "prefect.server")
+    sources = [*sorted((REPO / "flows").glob("*.py")), REPO / "pgnn" / "pipeline" / "prefect_env.py"]
+    found = [f"{p.name}: {name}" for p in sources for name in internal if name in p.read_text()]
+    assert not found
 
 
 def _write_frames(task: ShardTask, path: Path, *, tag: str) -> None:
@@ -244,6 +381,39 @@ def test_rerun_of_a_current_project_touches_nothing(reference):
         if name not in ("synth", "gt_db"):
             assert (s["current"], s["built"], s["cached"]) == (2, [], []), (name, s)
     assert stamps(root) == before and folder_digest(root / "data") == digest
+
+
+def test_cli_skips_a_current_project_without_running_a_flow(reference, tmp_path, monkeypatch, capsys):
+    root, digest = reference
+    before = stamps(root)
+
+    def no_flow(*args, **kwargs):
+        raise AssertionError("a flow (and a server) was started although nothing is to do")
+
+    monkeypatch.setattr(flows.cli, "run_flow", no_flow)
+    assert flows.cli.main(["--flow", "preprocess", "--params", str(root / "params.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to do" in out and "no flow run, no Prefect server" in out
+    summary = json.loads(out[: out.rindex("}") + 1])
+    assert summary["graphs@val"] == {"shards": 2, "current": 2, "built": [], "cached": [], "failed": []}
+    assert summary["synth"]["files"] == len(folder_digest(root / "data" / "synthetic"))
+    assert stamps(root) == before and folder_digest(root / "data") == digest
+
+    copy = tmp_path / "copy"  # a copy: its shard manifests hold, its synth record (per path) does not
+    shutil.copytree(root / "data", copy / "data")
+    (copy / "params.yaml").write_text(PARAMS)
+    assert up_to_date(copy / "params.yaml", None, PREPROCESS_STAGES) is None
+    assert set(up_to_date(copy / "params.yaml", None, ("prepare", "graphs"))) == {
+        "prepare@train",
+        "prepare@val",
+        "graphs@train",
+        "graphs@val",
+    }
+    (copy / "data" / "graphs" / "val" / "stray.npz").write_bytes(b"")  # finalizing would delete it
+    assert up_to_date(copy / "params.yaml", None, ("graphs",)) is None
+    (copy / "data" / "graphs" / "val" / "stray.npz").unlink()
+    (copy / "data" / "graphs" / "val" / "shard-0001.npz").unlink()
+    assert up_to_date(copy / "params.yaml", None, ("graphs",)) is None
 
 
 def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
@@ -372,7 +542,10 @@ def test_flow_outputs_are_the_bytes_of_the_dvc_stage_functions(reference, tmp_pa
     assert folder_digest(root / "data") == ref_digest
 
 
-def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(reference, tmp_path):
+def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(reference, tmp_path, caplog):
+    from prefect.artifacts import Artifact
+
+    caplog.set_level(logging.INFO, logger="prefect")
     ref_root, _ = reference
     root = tmp_path / "full"
     shutil.copytree(ref_root / "data", root / "data")
@@ -387,6 +560,15 @@ def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(
     val_frames = [f for e in read_manifest(root / "data" / "graphs" / "val")["shards"] for f in e["frames"]]
     assert predictions == sorted(f"{f}.txt" for f in val_frames)
     assert set(summary["evaluate"]) and (root / "metrics" / "eval.json").is_file()
+
+    metrics = json.loads((root / "metrics" / "eval.json").read_text())
+    table = Artifact.get(AP_TABLE_KEY)  # read back from the API: the AP table of this run
+    assert table is not None and table.type == "table"
+    assert json.loads(table.data) == ap_table(metrics)
+    report = Artifact.get(METRICS_REPORT_KEY)
+    assert report is not None and report.type == "markdown" and "R40 moderate" in report.data
+    prints = [r.getMessage() for r in caplog.records if r.name == "prefect.task_runs"]
+    assert any("R40 moderate" in m for m in prints)  # the evaluate step's print is in the run's logs
 
     before = stamps(root)
     again = train_evaluate_flow(params_path=str(root / "params.yaml"), stages=("predict",))
