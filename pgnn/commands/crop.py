@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pgnn.core.ids import frame_id_arg
 from pgnn.data.kitti import (
     check_image_matches_calib,
     check_points_in_view,
@@ -26,7 +27,7 @@ from pgnn.data.kitti import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
-    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000000")
+    parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
     parser.add_argument("out", help=".bin file to write (float32 x, y, z, reflectance)")
     parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")
 

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.core.boxes import points_in_boxes
+from pgnn.core.ids import frame_id_arg
 from pgnn.data.kitti import difficulty, difficulty_name, frame_paths, labels_to_boxes, load_frame, read_scan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
-    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000114")
+    parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (default: a short table)")
     parser.add_argument("--painted", action="store_true", help="read painted_lidar/ instead of velodyne/")
     parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")

@@ -45,6 +45,7 @@ import numpy as np
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig
 from pgnn.config.inference import NMS_OVERLAP, PostprocessConfig, class_fold
 from pgnn.core.errors import DataError
+from pgnn.core.progress import track
 from pgnn.data.kitti import (
     Frame,
     Label,
@@ -521,7 +522,7 @@ def run_frames(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = PredictSummary()
-    for source in sources:
+    for source in track(sources, "predict", "frame"):
         t0 = time.perf_counter()
         frame = source.load()
         t_read = time.perf_counter() - t0
@@ -591,7 +592,7 @@ def predict_records(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = PredictSummary()
-    iterator = iter(records)
+    iterator = iter(track(records, "predict", "frame"))
     while True:
         t0 = time.perf_counter()
         try:
