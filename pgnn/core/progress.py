@@ -1,8 +1,8 @@
 """Progress that both a terminal and a log can read.
 
 On a terminal (``stream`` is a TTY) a tqdm bar. Anywhere else (a log file, a pipe, the output DVC, Prefect or
-CI capture) a plain line every ``every`` items (default: a tenth of the total) or every ``seconds`` (default
-10 s), whichever comes first, and one line at the end, on both::
+CI capture) a plain line every ``every`` items (default: a tenth of the total; at most one a second) or every
+``seconds`` (default 10 s), whichever comes first, and one line at the end, on both::
 
     graphs@train: 12/48 shards, 3.1 s/shard, eta 1m51s
     graphs@train: 48/48 shards, 3.0 s/shard, done in 2m24s
@@ -35,6 +35,7 @@ from typing import IO, Any, TypeVar
 T = TypeVar("T")
 
 DEFAULT_SECONDS = 10.0
+MIN_SECONDS = 1.0  # no two lines closer than this (a fast loop writes its last line only)
 _SILENCED = 0
 
 
@@ -76,8 +77,8 @@ class Progress:
         desc: what is progressing, the start of every line (``graphs@train``).
         unit: one item (``shard``; lines say ``shards``).
         initial: items already done before this run (a resumed training run's step).
-        every: a line every this many items (default: a tenth of ``total``); lines come at most this often
-            by count, and also after ``seconds`` without one.
+        every: a line every this many items (default: a tenth of ``total``), but not within
+            :data:`MIN_SECONDS` of the previous one; and a line after ``seconds`` without one.
         stream: the bar's stream, and the lines' when ``log`` is None (default: ``sys.stderr`` at the time
             of the call, so pytest's capsys sees it).
         log: where the plain lines go instead of ``stream`` (e.g. ``print``, or a logger's ``info``).
@@ -136,8 +137,9 @@ class Progress:
         if self.total is not None and self.n >= self.total:
             return  # close() writes the last line
         now = time.monotonic()
-        by_count = self.every is not None and self.n - self._last_n >= self.every
-        if by_count or now - self._last_time >= self.seconds:
+        since = now - self._last_time
+        by_count = self.every is not None and self.n - self._last_n >= self.every and since >= MIN_SECONDS
+        if by_count or since >= self.seconds:
             self._emit(self.line(now))
             self._last_time, self._last_n = now, self.n
 
