@@ -56,6 +56,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from pgnn.core.io import atomic_path  # noqa: E402
+from pgnn.core.progress import track  # noqa: E402
 from pgnn.graphs.cache import FRAME_ID, GraphShardFile, pack_records, write_graph_shard  # noqa: E402
 from pgnn.graphs.npzstore import open_npz_memmap, save_npz  # noqa: E402
 
@@ -555,12 +556,12 @@ def run_benchmark(
     with tempfile.TemporaryDirectory(prefix="pgnn-cache-io-", dir=work_dir) as tmp:
         written: dict[tuple[str, str], list[list[Path]]] = {}
         start = time.monotonic()
-        for data, recs in datasets.items():
+        for data, name in track([(d, n) for d in datasets for n in layouts], "bench cache", "layout"):
+            recs = datasets[data]
             shards = [recs[i : i + frames_per_shard] for i in range(0, len(recs), frames_per_shard)]
-            for name in layouts:
-                row, files = measure_layout(name, shards, Path(tmp) / data, repeat)
-                rows.append({"data": data, **row})
-                written[(data, name)] = files
+            row, files = measure_layout(name, shards, Path(tmp) / data, repeat)
+            rows.append({"data": data, **row})
+            written[(data, name)] = files
         time.sleep(max(0.0, 2.1 - (time.monotonic() - start)))  # zip timestamps have 2 s resolution
         for row in rows:
             data, name = row["data"], row["layout"]

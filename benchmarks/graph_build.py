@@ -43,6 +43,7 @@ from typing import Any, NamedTuple  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig  # noqa: E402
+from pgnn.core.progress import track  # noqa: E402
 from pgnn.data import kitti  # noqa: E402
 from pgnn.data.frames import frame_from_scan, velo_to_rect_matrix  # noqa: E402
 from pgnn.data.labels import labels_to_boxes, read_labels  # noqa: E402
@@ -325,14 +326,14 @@ def run_benchmark(
                 pgnn_pass(frame, GRAPH_PRESETS[preset], PRESETS[preset], 0)
                 baseline_pass(frame, GRAPH_PRESETS[preset], PRESETS[preset], 0)
     rows = []
-    for data_name, frames in datasets.items():
-        for preset in presets:
-            for impl_name, impl in (("pgnn", pgnn_pass), ("baseline", baseline_pass)):
-                stages = time_frames(frames, preset, impl, repeat)
-                row = {"frames": data_name, "n_frames": len(frames), "preset": preset, "impl": impl_name}
-                rows.append({**row, **stages})
-                if verbose:
-                    print(_format_row(rows[-1]), flush=True)
+    impls = (("pgnn", pgnn_pass), ("baseline", baseline_pass))
+    runs = [(d, p, i) for d in datasets.items() for p in presets for i in impls]
+    for (data_name, frames), preset, (impl_name, impl) in track(runs, "bench graph", "run"):
+        stages = time_frames(frames, preset, impl, repeat)
+        row = {"frames": data_name, "n_frames": len(frames), "preset": preset, "impl": impl_name}
+        rows.append({**row, **stages})
+        if verbose:
+            print(_format_row(rows[-1]), flush=True)
     car = {r["impl"]: r["total"] for r in rows if r["frames"] == "real" and r["preset"] == "car"}
     result: dict[str, Any] = {"rows": rows, "notes": notes}
     if "pgnn" in car:

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from pgnn.core.errors import user_errors
 
@@ -40,6 +41,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default, ``(default: 0.5)``, unless its help already says it or there
+    is none to show (``None``, a flag's ``False``, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text.lower()
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default == []
+            or not (action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE))
+        ):
+            return action.help
+        return f"{text} (default: {shown_default(default)})".lstrip()
+
+
+def shown_default(value: object) -> str:
+    """A default as one types it: lists and tuples space-separated, ``%`` escaped for argparse."""
+    text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    return text.replace("%", "%%")
+
+
 def _available() -> dict[str, tuple[str, str]]:
     return {n: v for n, v in COMMANDS.items() if importlib.util.find_spec(v[0]) is not None}
 
@@ -57,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
 _DEBUG_HELP = "show the traceback of an error instead of one line (or set PGNN_DEBUG=1)"
 
 
+def command_parser(name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
+    """The module of sub-command ``name`` and its parser (defaults shown in ``--help``)."""
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(
+        prog=f"pgnn {name}", description=COMMANDS[name][1], formatter_class=HelpFormatter
+    )
+    module.add_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    return module, parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = bool(argv) and argv[0] == "--debug"
@@ -66,10 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().parse_args(argv or ["--help"])
         return 2
     name = argv[0]
-    module = importlib.import_module(commands[name][0])
-    parser = argparse.ArgumentParser(prog=f"pgnn {name}", description=commands[name][1])
-    module.add_arguments(parser)
-    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    module, parser = command_parser(name)
     args = parser.parse_args(argv[1:])
     with user_errors(f"pgnn {name}", debug or args.debug) as outcome:
         return int(module.run(args) or 0)

@@ -155,3 +155,56 @@ def test_parse_options_reads_json_or_text() -> None:
     assert opts == {"repeat": 4, "frame_ids": ["000000", "000114"], "root": "/data/kitti"}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         bench.parse_options(["repeat"], fn)
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_help_shows_every_default(name: str) -> None:
+    """Every option whose default is a value (not None, a flag's False or []) says it in ``--help``."""
+    import argparse
+
+    _module, parser = cli.command_parser(name)
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or action.default in (None, False, [], argparse.SUPPRESS):
+            continue
+        assert action.help, f"pgnn {name} {action.option_strings or action.dest}: no help"
+        shown = formatter._get_help_string(action) or ""
+        assert "default" in shown.lower(), f"pgnn {name} {action.option_strings or action.dest}: {shown!r}"
+
+
+def test_help_text_has_the_default_values(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["synth", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "(default: 0)" in out and "(default: 0.5)" in out
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: params.yaml)" in out
+
+
+def test_short_frame_ids_in_frame_commands(
+    kitti_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["inspect", str(kitti_sample), "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["frame_id"] == "000003"
+    assert cli.main(["crop", str(kitti_sample), "0", str(tmp_path / "short.bin")]) == 0
+    assert cli.main(["crop", str(kitti_sample), "000000", str(tmp_path / "long.bin")]) == 0
+    assert (tmp_path / "short.bin").read_bytes() == (tmp_path / "long.bin").read_bytes()
+    assert cli.main(["graph", str(kitti_sample), "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["frame_id"] == "000003"
+    assert cli.main(["render", str(kitti_sample), "114", str(tmp_path / "bev.png")]) == 0
+    assert (tmp_path / "bev.png").stat().st_size > 0
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["inspect", str(kitti_sample), "3a"])
+    assert exit_info.value.code == 2
+    assert "expected a frame id of 1 to 6 digits (7 or 000007), got '3a'" in capsys.readouterr().err
+
+
+def test_predict_ids_accept_short_ids(tmp_path: Path) -> None:
+    from pgnn.commands.predict import parse_ids
+
+    assert parse_ids("0,1", tmp_path) == (["000000", "000001"], None)
+    assert parse_ids("000114, 7", tmp_path) == (["000114", "000007"], None)
+    with pytest.raises(DataError, match="comma-separated frame ids"):
+        parse_ids("0,x", tmp_path)

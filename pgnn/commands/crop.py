@@ -12,13 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from pgnn.core.ids import frame_id_arg
 from pgnn.data.frames import check_image_matches_calib, check_points_in_view, fov_mask
 from pgnn.data.kitti import frame_paths, image_size, read_calib, read_velodyne, write_velodyne
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
-    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000000")
+    parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
     parser.add_argument("out", help=".bin file to write (float32 x, y, z, reflectance)")
     parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")
 

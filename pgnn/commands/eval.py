@@ -4,26 +4,43 @@ Prints a table (R40 and R11, easy / moderate / hard) and writes the flat results
 ``{"<class>/<metric>/<difficulty>/<R40|R11>": AP %}`` as JSON; ``--curves DIR`` adds one CSV per class and
 metric with the 41-point interpolated precision curves (for ``dvc plots``). Every evaluated frame needs a
 result file (an empty one when nothing was detected): a missing one is an error listing how many are missing,
-unless ``--allow-missing`` counts such frames as having no detections.
+unless ``--allow-missing`` counts such frames as having no detections (with a warning saying how many).
+
+Warnings on stderr, one line per class, when a class has 40 or fewer ground-truth boxes at a difficulty: its
+recall then moves in steps of 1/n, so AP R40 counts how many of its 40 recall points are reached (perfect
+detections score (n - 1) / 40) rather than measuring precision.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from pgnn.core.errors import DataError
+from pgnn.core.ids import parse_frame_ids
 from pgnn.core.io import write_json_atomic
 from pgnn.data.kitti import read_split
-from pgnn.eval.kitti import CLASSES, METRICS, ap_from_curves, curves_from_arrays, load_dirs
-from pgnn.eval.report import format_table, write_curves
+from pgnn.eval.kitti import (
+    CLASSES,
+    METRICS,
+    ap_from_curves,
+    curves_from_arrays,
+    ground_truth_counts,
+    load_dirs,
+)
+from pgnn.eval.report import few_ground_truth_warnings, format_table, write_curves
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("gt_dir", help="folder of KITTI label files (label_2)")
     parser.add_argument("pred_dir", help="folder of KITTI result files (16 fields a line, 16th the score)")
-    parser.add_argument("--ids", help="ImageSets file of frame ids to evaluate (default: all label files)")
+    parser.add_argument(
+        "--ids",
+        help="frames to evaluate: an ImageSets file, or comma-separated ids (0,1 or 000000,000001); "
+        "default: every label file",
+    )
     parser.add_argument("--classes", nargs="+", default=list(CLASSES), choices=CLASSES, help="default: all")
     parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=METRICS, help="default: all")
     parser.add_argument("--json", dest="json_out", help="write the flat AP results here (atomically)")
@@ -35,14 +52,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def missing_results(
+    gt_dir: str | Path, pred_dir: str | Path, ids: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """The frames to evaluate (``ids``, default every label file) and those without a result file."""
+    gt_dir, pred_dir = Path(gt_dir), Path(pred_dir)
+    frames = list(ids) if ids is not None else sorted(p.stem for p in gt_dir.glob("*.txt"))
+    if not pred_dir.is_dir():
+        return frames, []  # load_dirs says so
+    return frames, [f for f in frames if not (pred_dir / f"{f}.txt").is_file()]
+
+
 def check_results_present(gt_dir: str | Path, pred_dir: str | Path, ids: Sequence[str] | None) -> None:
     """Raise DataError when a frame to evaluate (``ids``, default every label file) has no result file in
     ``pred_dir``: the message says how many are missing and names the first few ids."""
-    gt_dir, pred_dir = Path(gt_dir), Path(pred_dir)
-    if not pred_dir.is_dir():
-        return  # load_dirs says so
-    frames = list(ids) if ids is not None else sorted(p.stem for p in gt_dir.glob("*.txt"))
-    missing = [f for f in frames if not (pred_dir / f"{f}.txt").is_file()]
+    frames, missing = missing_results(gt_dir, pred_dir, ids)
     if missing:
         first = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
         raise DataError(
@@ -52,11 +76,38 @@ def check_results_present(gt_dir: str | Path, pred_dir: str | Path, ids: Sequenc
         )
 
 
+def parse_eval_ids(spec: str | None) -> list[str] | None:
+    """``--ids``: an ImageSets file, or comma-separated frame ids (zero-padded to 6 digits)."""
+    if spec is None:
+        return None
+    if Path(spec).is_file():
+        return read_split(spec)
+    try:
+        return parse_frame_ids(spec)
+    except ValueError:
+        raise DataError(
+            spec, "expected an ImageSets file or comma-separated frame ids, got neither"
+        ) from None
+
+
+def warn(message: str) -> None:
+    print(f"pgnn eval: warning: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
-    ids = read_split(args.ids) if args.ids else None
-    if not args.allow_missing:
+    ids = parse_eval_ids(args.ids)
+    if args.allow_missing:
+        frames, missing = missing_results(args.gt_dir, args.pred_dir, ids)
+        if missing:
+            warn(
+                f"{len(missing)} of {len(frames)} frames have no result file in {args.pred_dir}; "
+                "counted as no detections"
+            )
+    else:
         check_results_present(args.gt_dir, args.pred_dir, ids)
     gt, dt = load_dirs(args.gt_dir, args.pred_dir, ids)
+    for line in few_ground_truth_warnings(ground_truth_counts(gt, args.classes)):
+        warn(line)
     curves = curves_from_arrays(gt, dt, args.classes, args.metrics)
     results = ap_from_curves(curves)
     print(f"{gt.num_frames} frames, {len(dt.score)} detections")

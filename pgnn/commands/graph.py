@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from pgnn.config.graphs import GRAPH_PRESETS
+from pgnn.core.ids import frame_id_arg
 from pgnn.data.frames import load_frame
 from pgnn.graphs.build import build_graph, graph_counts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
-    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000114")
+    parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
     parser.add_argument(
         "--preset", default="car", choices=sorted(GRAPH_PRESETS), help="graph preset (default: car)"
     )

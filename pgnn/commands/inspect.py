@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.core.boxes import points_in_boxes
+from pgnn.core.ids import frame_id_arg
 from pgnn.data.frames import load_frame
 from pgnn.data.kitti import frame_paths, read_scan
 from pgnn.data.labels import difficulty, difficulty_name, labels_to_boxes
@@ -21,7 +22,7 @@ from pgnn.data.labels import difficulty, difficulty_name, labels_to_boxes
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
-    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000114")
+    parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (default: a short table)")
     parser.add_argument("--painted", action="store_true", help="read painted_lidar/ instead of velodyne/")
     parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")

@@ -20,11 +20,13 @@ previous content. ``DIR`` is replaced whole (no stale results of an earlier run 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from functools import partial
 from pathlib import Path
 
 from pgnn.core.errors import DataError
+from pgnn.core.ids import parse_frame_ids
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
@@ -57,7 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--image-size", default=None, metavar="W,H", help="field of view without --image (default 1242,375)"
     )
     parser.add_argument("--png", action="store_true", help="also write bird's-eye and image pictures")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="auto: cuda when available, else cpu",
+    )
     parser.add_argument(
         "--score-threshold",
         type=float,
@@ -77,14 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
     parser.add_argument("--timings-json", default=None, help="also write the timings summary as JSON here")
-    parser.add_argument("--quiet", action="store_true", help="no per-frame lines")
+    parser.add_argument("--quiet", action="store_true", help="no per-frame lines and no progress lines")
 
 
 def parse_ids(spec: str, root: Path) -> tuple[list[str], str | None]:
     """Frame ids of ``--ids`` and the split name when ``spec`` named one under ``ROOT/ImageSets``.
 
     ``spec`` is tried as a file path, then as ``ROOT/ImageSets/<spec>.txt``, then as comma-separated ids
-    (zero-padded to 6 digits).
+    (zero-padded to 6 digits: ``pgnn.core.ids.parse_frame_ids``).
     """
     from pgnn.data.kitti import read_split
 
@@ -93,17 +100,14 @@ def parse_ids(spec: str, root: Path) -> tuple[list[str], str | None]:
     split_file = root / "ImageSets" / f"{spec}.txt"
     if split_file.is_file():
         return read_split(split_file), spec
-    ids = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part.isdigit() or len(part) > 6:
-            raise DataError(
-                "--ids",
-                f"expected a split file, a split name under {root / 'ImageSets'} or "
-                f"comma-separated frame ids, got {spec!r}",
-            )
-        ids.append(part.zfill(6))
-    return ids, None
+    try:
+        return parse_frame_ids(spec), None
+    except ValueError:
+        raise DataError(
+            "--ids",
+            f"expected a split file, a split name under {root / 'ImageSets'} or "
+            f"comma-separated frame ids (0,1 or 000000,000001), got {spec!r}",
+        ) from None
 
 
 def parse_image_size(text: str | None) -> tuple[int, int] | None:
@@ -172,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pgnn.core.io import atomic_dir, write_json_atomic
+    from pgnn.core.progress import silenced, with_length
     from pgnn.data.frames import load_frame
     from pgnn.inference.run import FrameSource, run_frames
     from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
@@ -225,11 +230,11 @@ def run(args: argparse.Namespace) -> int:
             yield source
 
     try:
-        with atomic_dir(out) as tmp:
+        with atomic_dir(out) as tmp, silenced() if args.quiet else contextlib.nullcontext():
             summary = run_frames(
                 model,
                 meta,
-                tracked(),
+                with_length(tracked(), len(sources)),
                 tmp,
                 graph_cfg=graph_cfg,
                 post_cfg=post_cfg,

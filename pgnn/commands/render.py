@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from pgnn.core.ids import frame_id_arg
 from pgnn.data.frames import load_frame
 from pgnn.viz.render import COLOR_BY, write_bev_png
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
-    parser.add_argument("frame_id", help="6-digit frame id, e.g. 000114")
+    parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
     parser.add_argument("out", help="PNG to write")
     parser.add_argument(
         "--painted",
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar=("MIN", "MAX"),
         help="forward extent in metres (default 0 70)",
     )
-    parser.add_argument("--dpi", type=int, default=120)
+    parser.add_argument("--dpi", type=int, default=120, help="resolution of the PNG")
 
 
 def run(args: argparse.Namespace) -> int:

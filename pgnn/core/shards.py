@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.core.io import sha256_file, write_json_atomic
+from pgnn.core.progress import Progress
 
 MANIFEST = "manifest.json"
 
@@ -202,11 +203,23 @@ def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | Non
         current = len(plan.tasks) - len(todo)
         log(f"{plan.kind}: {current} of {len(plan.tasks)} shards current, building {len(todo)}")
 
+    progress = Progress(len(todo), plan.kind, "shard", log=log, enabled=bool(log and todo))
+
     def done(task: ShardTask) -> None:
         record_shard(plan, task)
         if log:
             log(f"{plan.kind}: wrote {task.file} ({len(task.frames)} frames)")
+        progress.update()
 
+    with progress:
+        _build_all(plan, todo, workers, done)
+    return finalize_plan(plan)
+
+
+def _build_all(
+    plan: ShardPlan, todo: list[ShardTask], workers: int, done: Callable[[ShardTask], None]
+) -> None:
+    """Build ``todo`` (in a process pool when ``workers > 1``), calling ``done(task)`` as each lands."""
     if workers > 1 and len(todo) > 1:
         with ProcessPoolExecutor(max_workers=workers, initializer=one_thread_per_process) as pool:
             futures = {
@@ -223,7 +236,6 @@ def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | Non
         for t in todo:
             plan.build(t, Path(plan.out_dir) / t.file)
             done(t)
-    return finalize_plan(plan)
 
 
 def _build_in_worker(build: Callable[[ShardTask, Path], None], task: ShardTask, path: Path) -> None:

@@ -38,6 +38,7 @@ import numpy as np
 
 import pgnn.eval.matching as matching
 from pgnn.core.errors import DataError
+from pgnn.core.progress import track
 from pgnn.data.labels import Label, read_labels
 
 CLASSES: tuple[str, ...] = ("Car", "Pedestrian", "Cyclist")
@@ -129,6 +130,17 @@ def ignored_ground_truth(gt: FrameLabels, cls: str, difficulty: int) -> np.ndarr
     out[neighbour | (valid & outside)] = 1
     out[valid & ~outside] = 0
     return out
+
+
+def ground_truth_counts(gt: FrameLabels, classes: Sequence[str] = CLASSES) -> dict[str, tuple[int, ...]]:
+    """The ground-truth boxes that count (neither ignored nor another type) per class, one number per
+    difficulty (easy, moderate, hard): the recall denominators of the AP."""
+    return {
+        cls: tuple(
+            int(np.count_nonzero(ignored_ground_truth(gt, cls, d) == 0)) for d in range(len(DIFFICULTIES))
+        )
+        for cls in classes
+    }
 
 
 def ignored_detections(dt: FrameLabels, cls: str, difficulty: int) -> np.ndarray:
@@ -381,7 +393,7 @@ def load_dirs(
     if ids is None:
         ids = sorted(p.stem for p in gt_dir.glob("*.txt"))
     gt, dt = [], []
-    for frame_id in ids:
+    for frame_id in track(ids, "eval (reading)", "frame"):
         gt_path = gt_dir / f"{frame_id}.txt"
         if not gt_path.is_file():
             raise DataError(gt_path, "expected a ground-truth label file, got none")

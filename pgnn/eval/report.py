@@ -42,6 +42,30 @@ def format_table(results: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
+FEW_GROUND_TRUTH = 40
+
+
+def few_ground_truth_warnings(counts: dict[str, tuple[int, ...]]) -> list[str]:
+    """One line per class with 40 or fewer counted ground-truth boxes at some difficulty (``counts`` from
+    ``pgnn.eval.kitti.ground_truth_counts``).
+
+    With n <= 40 boxes recall moves in steps of 1/n, so only n of the 40 recall points of AP R40 can be
+    reached: the AP counts recall points more than it measures precision, and perfect detections score
+    (n - 1) / 40 (39 boxes: 95.0, 10 boxes: 22.5; tested in tests/eval).
+    """
+    lines = []
+    for cls, per_diff in counts.items():
+        if min(per_diff) > FEW_GROUND_TRUTH:
+            continue
+        boxes = ", ".join(f"{n} {d}" for n, d in zip(per_diff, DIFFICULTIES, strict=True))
+        best = " / ".join(f"{min(max(n - 1, 0), 40) / 40 * 100:.1f}" for n in per_diff)
+        lines.append(
+            f"{cls}: only {boxes} ground-truth boxes; with {FEW_GROUND_TRUTH} or fewer, AP R40 is a count "
+            f"over its 40 recall points (perfect detections would score {best})"
+        )
+    return lines
+
+
 def write_curves(curves: dict[str, np.ndarray], out_dir: str | Path) -> list[Path]:
     """Write one CSV per class and metric, ``<out_dir>/<class>_<metric>.csv``, atomically.
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from pgnn.config.graphs import GraphConfig
 from pgnn.config.inference import PostprocessConfig
+from pgnn.core.progress import track
 from pgnn.data.frames import Frame, load_frame
 from pgnn.data.kitti import frame_paths, read_image
 from pgnn.data.labels import Label
@@ -235,7 +236,7 @@ def run_frames(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = PredictSummary()
-    for source in sources:
+    for source in track(sources, "predict", "frame"):
         t0 = time.perf_counter()
         frame = source.load()
         t_read = time.perf_counter() - t0
@@ -305,7 +306,7 @@ def predict_records(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = PredictSummary()
-    iterator = iter(records)
+    iterator = iter(track(records, "predict", "frame"))
     while True:
         t0 = time.perf_counter()
         try:

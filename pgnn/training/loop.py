@@ -30,7 +30,8 @@ Logging (rank 0): dvclive (``Live(live_dir, dvcyaml=False, save_dvc_exp=False)``
 loss terms averaged over the interval, learning rate, epoch, and per class the vertex recall / precision /
 PR-AUC (:class:`pgnn.training.metrics.VertexMetricsAccumulator`, all ranks' vertices) and the localisation
 loss per
-box dimension; a progress bar on a terminal, one log line per interval.
+box dimension; progress on stderr (``pgnn.core.progress``: a bar on a terminal, plain lines in a log), one
+log line per interval.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import torch
 
 from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import TrainConfig
+from pgnn.core.progress import Progress
 from pgnn.graphs.targets import method_class_names
 from pgnn.nn.checkpoint import checkpoint_name
 from pgnn.nn.losses import regularized_parameters
@@ -152,11 +154,7 @@ def _loop(
     live = None
     if dist.rank == 0 and live_dir is not None:
         live = open_live(Path(live_dir), run.step if run.resumed_from is not None else None)
-    progress = None
-    if dist.rank == 0:
-        from tqdm import tqdm
-
-        progress = tqdm(total=last_step, initial=run.step, disable=None, leave=False, unit="step")
+    progress = Progress(last_step, "train", "step", initial=run.step) if dist.rank == 0 else None
     try:
         labels: tuple[str, ...] | None = class_labels(method_class_names(str(run.meta["label_method"])))
     except ValueError:  # not a label method of pgnn's: metrics named class_<k>

@@ -10,6 +10,7 @@ import numpy as np
 from PIL import Image
 
 from pgnn.core.io import atomic_path, write_text_atomic
+from pgnn.core.progress import track
 from pgnn.data.frames import fov_mask
 from pgnn.data.kitti import Calib, write_calib, write_velodyne
 from pgnn.data.labels import Label, write_labels
@@ -147,11 +148,12 @@ def generate_dataset(
     config: SynthConfig | None = None,
 ) -> None:
     """Write a synthetic KITTI root: ``training/{velodyne,calib,label_2,image_2,painted_lidar}`` for frames
-    000000 .. num_frames-1 and ``ImageSets/{train,val,trainval}.txt``. Same arguments, same bytes."""
+    000000 .. num_frames-1 and ``ImageSets/{train,val,trainval}.txt``. Same arguments, same bytes.
+    Progress goes to stderr (``pgnn.core.progress``)."""
     if num_frames < 1:
         raise ValueError(f"expected num_frames >= 1, got {num_frames}")
     config = config or SynthConfig()
-    for index in range(num_frames):
+    for index in track(range(num_frames), "synth", "frame"):
         write_frame(out_dir, generate_frame(index, seed, config), config.png_compress_level)
     train, val = split_frame_ids(num_frames, seed, val_fraction)
     sets = Path(out_dir) / "ImageSets"

@@ -13,6 +13,7 @@ import torch
 from pgnn.config.params import Params
 from pgnn.config.presets import Recipe, resolve
 from pgnn.core.io import write_json_atomic
+from pgnn.core.progress import with_length
 from pgnn.data.prepare import read_prepared_dir
 from pgnn.graphs.cache import GraphCache
 from pgnn.inference.run import GraphFrame, predict_records
@@ -38,7 +39,8 @@ def predict_step(
 
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    summary = predict_records(model, meta, records(), out_dir, post_cfg=recipe.postprocess, device=device)
+    frames_in = with_length(records(), len(cache.frame_ids))
+    summary = predict_records(model, meta, frames_in, out_dir, post_cfg=recipe.postprocess, device=device)
     timings = {f"ms_{k}": round(v, 3) for k, v in summary.mean_ms().items()}
     timings["frames"] = summary.num_frames
     timings["detections"] = int(sum(summary.num_detections))
