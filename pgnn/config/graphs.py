@@ -90,7 +90,7 @@ class TargetsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    label_method: Literal["Car", "Pedestrian_and_Cyclist", "yaw"] = "Car"
+    label_method: Literal["Car", "Pedestrian_and_Cyclist", "yaw", "Car_heading"] = "Car"
     encoding: str = "classaware_all_class_box_encoding"
     input_features: Literal["irgb", "rgb", "0rgb", "0000", "i000", "i", "0", "is"] = "i"
     expend_factor: tuple[float, float, float] = (1.0, 1.0, 1.0)

@@ -46,7 +46,12 @@ class PostprocessConfig(BaseModel):
 
 
 # NMS overlap threshold of the original's configs, per label method (``nms_overlapped_thres``).
-NMS_OVERLAP: Mapping[str, float] = {"Car": 0.01, "Pedestrian_and_Cyclist": 0.2, "yaw": 0.01}
+NMS_OVERLAP: Mapping[str, float] = {
+    "Car": 0.01,
+    "Pedestrian_and_Cyclist": 0.2,
+    "yaw": 0.01,
+    "Car_heading": 0.01,
+}
 
 
 def class_fold(names: Sequence[str]) -> dict[int, int]:

@@ -14,7 +14,9 @@ Class layout
 Every function takes ``class_names``: the name of each class id of the model, e.g. for the Car label method
 ``("Background", "Car", "Car", "DontCare")``. An object class holds two consecutive ids, its first for boxes
 with yaw near 0 ("horizontal") and its second for yaw near pi/2 ("vertical"), as in the original's label maps
-(``{'Background': 0, 'Car': 1, 'DontCare': 3}`` with vertical = 1 + 1). Rows of other ids (Background,
+(``{'Background': 0, 'Car': 1, 'DontCare': 3}`` with vertical = 1 + 1). pgnn's ``Car_heading`` label method
+gives a class four ids, a third with yaw near pi and a fourth near -pi/2 (``YAW_CENTRES``), so the heading is
+kept instead of folded modulo pi; the encoding is the same formula. Rows of other ids (Background,
 DontCare) are not scaled: their centre is made relative to the vertex and the rest is copied, so every
 encoding stays invertible on every row.
 
@@ -62,6 +64,9 @@ DEFAULT_ENCODING = "classaware_all_class_box_encoding"
 _QUARTER_PI = np.pi * 0.25
 _HALF_PI = np.pi * 0.5
 
+YAW_CENTRES: tuple[float, ...] = (0.0, _HALF_PI, np.pi, -_HALF_PI)
+"""The yaw offset of a class's k-th id: horizontal, vertical, then (four ids) reversed, reversed vertical."""
+
 EncodeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, Sequence[str]], np.ndarray]
 
 
@@ -70,8 +75,9 @@ def class_table(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per class id: its anchor size, its yaw offset and whether it is encoded.
 
-    A name found in ``sizes`` is encoded; its first id is horizontal (yaw offset 0), its second vertical
-    (pi/2). A third id of the same name is an error.
+    A name found in ``sizes`` is encoded; its k-th id has the yaw offset ``YAW_CENTRES[k]``: its first id is
+    horizontal (0), its second vertical (pi/2), a third and fourth (``Car_heading``) pi and -pi/2. A fifth id
+    of the same name is an error.
 
     Shapes: -> size (C, 3) float64 (1 where not encoded), yaw0 (C,) float64, encoded (C,) bool.
     """
@@ -84,11 +90,12 @@ def class_table(
         if name not in sizes:
             continue
         k = seen.get(name, 0)
-        if k >= 2:
-            raise ValueError(f"class {name!r} has more than two ids (horizontal, vertical) in {class_names}")
+        if k >= len(YAW_CENTRES):
+            n_max = len(YAW_CENTRES)
+            raise ValueError(f"class {name!r} has more than {n_max} ids (yaw bins) in {class_names}")
         seen[name] = k + 1
         size[c] = sizes[name]
-        yaw0[c] = _HALF_PI * k
+        yaw0[c] = YAW_CENTRES[k]
         encoded[c] = True
     return size, yaw0, encoded
 
@@ -276,7 +283,7 @@ def encode_classaware_all_class_box_canonical_encoding(
     size, yaw0, encoded = class_table(class_names, MEDIAN_OBJECT_SIZE)
     m = encoded[c]
     s = size[c][m]  # (K, 3) l, h, w
-    vertical = yaw0[c[m]] > 0  # (K,)
+    vertical = np.isclose(np.abs(yaw0[c[m]]), _HALF_PI)  # (K,)
     d = b[m, :3] - p[m]  # (K, 3)
     t = b[m, 6] - yaw0[c[m]]
     across = np.where(vertical, s[:, 2], s[:, 0])  # divides the rotated x offset
@@ -300,7 +307,7 @@ def decode_classaware_all_class_box_canonical_encoding(
     size, yaw0, enc = class_table(class_names, MEDIAN_OBJECT_SIZE)
     m = enc[c]
     s = size[c][m]
-    vertical = yaw0[c[m]] > 0
+    vertical = np.isclose(np.abs(yaw0[c[m]]), _HALF_PI)
     across = np.where(vertical, s[:, 2], s[:, 0])
     along = np.where(vertical, s[:, 0], s[:, 2])
     t = e[m, 6] * _QUARTER_PI

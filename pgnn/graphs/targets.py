@@ -8,12 +8,16 @@ model:
 | Car                     | 0 Background, 1 Car horizontal, 2 Car vertical, 3 DontCare                   |
 | Pedestrian_and_Cyclist  | 0 Background, 1-2 Pedestrian h/v, 3-4 Cyclist h/v, 5 DontCare                |
 | yaw                     | 0 Background, 1-2 Car h/v, 3-4 Pedestrian h/v, 5-6 Cyclist h/v, 7 DontCare   |
+| Car_heading (pgnn's)    | 0 Background, 1-4 Car at yaw 0, pi/2, pi, -pi/2, 5 DontCare                  |
 
 Rules, per label in file order (so later boxes win overlaps):
 
 * A label of one of the method's object classes claims the vertices inside its box (enlarged by
   ``expend_factor``): their class is the object's horizontal id when its yaw, folded into [-pi/4, 3pi/4], is
   below pi/4, else its vertical id; their box target is the label's box with that folded yaw; they are valid.
+  The original's methods thus fold the heading modulo pi (a car and its reverse get the same target).
+  ``Car_heading`` keeps it: the yaw is wrapped into [-3pi/4, 5pi/4) and the id is that of the nearest of
+  the four yaw centres 0, pi/2, pi, -pi/2 (``pgnn.encoding.YAW_CENTRES``).
 * A ``DontCare`` label changes nothing: its region stays background.
 * Any other label (Van, Truck, Misc, Tram, Person_sitting, or a class of another method) claims its vertices
   as the DontCare class with no valid box.
@@ -47,6 +51,7 @@ CLASS_NAMES: dict[str, tuple[str, ...]] = {
         "Cyclist",
         "DontCare",
     ),
+    "Car_heading": ("Background", "Car", "Car", "Car", "Car", "DontCare"),
 }
 
 
@@ -82,6 +87,29 @@ def fold_yaw(yaw: float) -> float:
     return yaw
 
 
+def yaw_bins(method: str) -> int:
+    """Yaw ids per object class of ``method``: 2 (original: heading mod pi) or 4 (``Car_heading``)."""
+    names = method_class_names(method)
+    return names.count(object_classes(method)[0])
+
+
+def fold_heading(yaw: float) -> float:
+    """The yaw moved by multiples of 2 pi into [-3pi/4, 5pi/4) (the four-bin methods keep the heading)."""
+    return float((yaw + 0.75 * np.pi) % (2.0 * np.pi) - 0.75 * np.pi)
+
+
+def target_yaw(yaw: float, method: str) -> float:
+    """The yaw a label of ``method`` is encoded with: :func:`fold_yaw`, or :func:`fold_heading` for 4 bins."""
+    return fold_heading(yaw) if yaw_bins(method) == 4 else fold_yaw(yaw)
+
+
+def yaw_bin(yaw: float, method: str) -> int:
+    """Offset of a label's yaw id from its class's first id: 0/1 (horizontal/vertical), 0-3 for four bins."""
+    if yaw_bins(method) == 4:
+        return int(np.floor((fold_heading(yaw) + 0.25 * np.pi) / (0.5 * np.pi))) % 4
+    return 0 if fold_yaw(yaw) < 0.25 * np.pi else 1
+
+
 def label_classes(names: Sequence[str], yaws: np.ndarray, method: str) -> np.ndarray:
     """The class id each label assigns to its vertices; -1 for DontCare labels (they assign nothing).
 
@@ -94,7 +122,7 @@ def label_classes(names: Sequence[str], yaws: np.ndarray, method: str) -> np.nda
         if name == "DontCare":
             out[k] = -1
         elif name in first_id:
-            out[k] = first_id[name] + (0 if fold_yaw(float(yaw)) < 0.25 * np.pi else 1)
+            out[k] = first_id[name] + yaw_bin(float(yaw), method)
         else:
             out[k] = dontcare_id(method)
     return out
@@ -131,7 +159,7 @@ def assign_targets(
     valid = np.zeros(n, bool)
     label_ids = label_classes(class_names, boxes[:, 6], method)  # (M,)
     folded = boxes.copy()  # (M, 7) target boxes: the label's, yaw folded
-    folded[:, 6] = [fold_yaw(float(y)) for y in boxes[:, 6]]
+    folded[:, 6] = [target_yaw(float(y), method) for y in boxes[:, 6]]
     keep = np.nonzero(label_ids >= 0)[0]  # DontCare labels touch nothing
     if n == 0 or keep.size == 0:
         return cls_labels, box_targets, valid

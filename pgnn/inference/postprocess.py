@@ -421,14 +421,14 @@ def kitti_result_lines(
 
     Columns: type, truncated (-1), occluded (-1), alpha, 2D box (xmin ymin xmax ymax), h w l, x y z, ry,
     score. Geometry is written with 2 decimals like KITTI's labels; the score with 6 significant digits.
-    alpha is computed from the box (``pgnn.core.boxes.alpha_from_box``). The KITTI devkit ignores the
-    truncated
-    and occluded columns of results.
+    alpha is computed from the box (``pgnn.core.boxes.alpha_from_box``); ry is wrapped into [-pi, pi) as KITTI
+    writes it (``Car_heading`` decodes yaws up to 5pi/4). The KITTI devkit ignores the truncated and occluded
+    columns of results.
 
     Shapes:
         names: M class names; boxes: (M, 7); boxes_2d: (M, 4); scores: (M,)
     """
-    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 7)
+    b = np.array(boxes, dtype=np.float64).reshape(-1, 7)  # a copy: ry is wrapped below
     b2 = np.asarray(boxes_2d, dtype=np.float64).reshape(-1, 4)
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     if not (len(names) == len(b) == len(b2) == len(s)):
@@ -437,6 +437,7 @@ def kitti_result_lines(
             f"{len(b2)} 2D boxes, {len(s)} scores"
         )
     alpha = alpha_from_box(b)  # (M,)
+    b[:, 6] = (b[:, 6] + np.pi) % (2.0 * np.pi) - np.pi
     lines = []
     for name, (x, y, z, l, h, w, ry), (u0, v0, u1, v1), a, score in zip(names, b, b2, alpha, s, strict=True):
         if any(ch.isspace() for ch in name) or not name:

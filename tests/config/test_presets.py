@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_repo_params_resolve() -> None:
     recipe = resolve(load_params(REPO / "params.yaml"))
-    assert recipe.targets.label_method == "Car" and recipe.model.num_classes == 4
+    assert recipe.targets.label_method == "Car_heading" and recipe.model.num_classes == 6
+    assert recipe.targets.input_features == "is" and recipe.model.input_dim == 5
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -26,7 +27,7 @@ def test_every_preset_resolves_consistently(name: str) -> None:
     assert recipe.model.input_dim == widths[recipe.targets.input_features]
     assert (
         recipe.model.num_classes
-        == {"Car": 4, "Pedestrian_and_Cyclist": 6, "yaw": 8}[recipe.targets.label_method]
+        == {"Car": 4, "Pedestrian_and_Cyclist": 6, "yaw": 8, "Car_heading": 6}[recipe.targets.label_method]
     )
     assert recipe.postprocess.class_names == method_class_names(recipe.targets.label_method)
     assert len(recipe.postprocess.class_names) == recipe.model.num_classes

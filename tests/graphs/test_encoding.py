@@ -81,8 +81,10 @@ def test_class_table_orientation_and_sizes() -> None:
     np.testing.assert_allclose(yaw0, [0, 0, np.pi / 2, 0, np.pi / 2, 0, np.pi / 2, 0])
     np.testing.assert_allclose(size[3], MEDIAN_OBJECT_SIZE["Pedestrian"])
     np.testing.assert_allclose(size[6], MEDIAN_OBJECT_SIZE["Cyclist"])
-    with pytest.raises(ValueError, match="more than two"):
-        class_table(("Background", "Car", "Car", "Car"), MEDIAN_OBJECT_SIZE)
+    _, yaw0, _ = class_table(("Background", "Car", "Car", "Car", "Car", "DontCare"), MEDIAN_OBJECT_SIZE)
+    np.testing.assert_allclose(yaw0, [0, 0, np.pi / 2, np.pi, -np.pi / 2, 0])  # Car_heading's four bins
+    with pytest.raises(ValueError, match="more than 4 ids"):
+        class_table(("Background", *["Car"] * 5), MEDIAN_OBJECT_SIZE)
 
 
 def test_voxelnet_divides_every_yaw_by_half_pi() -> None:

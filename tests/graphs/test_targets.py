@@ -15,6 +15,7 @@ from pgnn.graphs.targets import (
     CLASS_NAMES,
     assign_targets,
     fold_yaw,
+    label_classes,
     method_class_names,
     num_classes,
     object_classes,
@@ -58,6 +59,21 @@ def test_car_method_orientation_classes_and_box_targets() -> None:
     expected[2, 6] = -3.0 + np.pi  # the folded yaw
     np.testing.assert_allclose(decoded, expected, atol=1e-5)
     np.testing.assert_array_equal(targets[3], 0.0)
+
+
+def test_car_heading_keeps_the_direction() -> None:
+    """Car_heading: four yaw bins (0, pi/2, pi, -pi/2), so a car and its reverse get different targets."""
+    yaws = np.array([0.1, 1.4, -3.0, -1.5, 3.0, 2.5, -0.9])
+    assert label_classes(["Car"] * 7, yaws, "Car_heading").tolist() == [1, 2, 3, 4, 3, 3, 4]
+    assert label_classes(["Car"] * 7, yaws, "Car").tolist() == [1, 2, 1, 2, 1, 1, 2]  # the original: mod pi
+    boxes = np.array([_box(10 * k, 10, yaw=y) for k, y in enumerate(yaws)])
+    xyz = boxes[:, :3] - [0.0, 0.5, 0.0]
+    labels, targets, valid = assign_targets(xyz, boxes, ["Car"] * 7, "Car_heading")
+    assert valid.all() and labels.tolist() == [1, 2, 3, 4, 3, 3, 4]
+    assert np.abs(targets[:, 6]).max() <= 1.0 + 1e-6  # |yaw - yaw centre| <= pi/4
+    decoded = _decode_targets(targets, xyz, labels, "Car_heading")
+    np.testing.assert_allclose(np.cos(decoded[:, 6] - yaws), 1.0, atol=1e-6)  # the heading itself, not mod pi
+    np.testing.assert_allclose(decoded[:, :6], boxes[:, :6], atol=1e-5)
 
 
 def test_other_classes_become_dontcare_and_dontcare_regions_stay_background() -> None:
