@@ -275,6 +275,7 @@ def evaluate_predictions(
     metrics_path: Path,
     curves_dir: Path,
     default_classes: tuple[str, ...],
+    headline_path: Path | None = None,
 ) -> dict[str, Any]:
     """Official KITTI AP of the predictions against the prepared labels
     (:func:`pgnn.pipeline.steps.evaluate.evaluate_step`);
@@ -282,5 +283,11 @@ def evaluate_predictions(
     from pgnn.pipeline.steps.evaluate import evaluate_step
 
     return evaluate_step(
-        cfg, Path(prepared_dir), Path(pred_dir), Path(metrics_path), Path(curves_dir), default_classes
+        cfg,
+        Path(prepared_dir),
+        Path(pred_dir),
+        Path(metrics_path),
+        Path(curves_dir),
+        default_classes,
+        headline_path=None if headline_path is None else Path(headline_path),
     )

@@ -18,7 +18,7 @@ from pgnn.pipeline import dvcyaml
 from pgnn.pipeline.stages import PATHS, STAGES, Layout, artifact_path, code_deps, stage
 
 REPO = Path(__file__).resolve().parents[2]
-PREPROCESSING = ("synth", "prepare", "gt_db", "graphs")
+PREPROCESSING = ("params", "synth", "prepare", "gt_db", "graphs")
 ENV = {
     **os.environ,
     "DVC_NO_ANALYTICS": "1",
