@@ -248,7 +248,9 @@ STAGES: tuple[Stage, ...] = (
             Output("checkpoints", persist=True),
             Output("model"),
             Output("train_metrics", kind="metric", cache=False),
-            Output("train_summary", cache=False),
+            # dvclive's whole summary: kept by DVC like the curves (a rerun that resumes a finished run, e.g.
+            # for a changed `validation`, trains no step and so writes no new summary)
+            Output("train_summary", cache=False, persist=True),
             Output("train_timings", cache=False),
             Output("live_plots", kind="plot", cache=False, persist=True, plot=(("x", "step"),)),
         ),
