@@ -46,17 +46,26 @@ def stage_dict(s: Stage, root: Path = PACKAGE_ROOT) -> dict[str, Any]:
         body["params"] = [{"params.yaml": None}]  # the whole file
     elif s.params:
         body["params"] = [{PATHS["resolved"]: list(s.params)}]
-    for kind, key in (("out", "outs"), ("metric", "metrics"), ("plot", "plots")):
-        outs = [_output(o, item) for o in s.outs if o.kind == kind]
+    # metrics are plain outputs here and listed in the top-level `metrics` (see :func:`metrics_order`)
+    for kinds, key in ((("out", "metric"), "outs"), (("plot",), "plots")):
+        outs = [_output(o, item) for o in s.outs if o.kind in kinds]
         if outs:
             body[key] = outs
     return {"foreach": list(s.foreach), "do": body} if s.foreach else body
 
 
+def metrics_order() -> list[str]:
+    """The metric files in the order ``dvc exp show`` shows their columns: the last stage's first (the AP of
+    ``evaluate``, then the losses of ``train``). DVC orders the columns of stage-declared metrics by stage, so
+    the metrics are declared at the top level of ``dvc.yaml`` instead, in this order."""
+    return [artifact_path(o.artifact, None) for s in reversed(STAGES) for o in s.outs if o.kind == "metric"]
+
+
 def render(root: Path = PACKAGE_ROOT) -> str:
     """The text of ``dvc.yaml``."""
     stages = {s.name: stage_dict(s, root) for s in STAGES}
-    return HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=110)
+    doc = {"metrics": metrics_order(), "stages": stages}
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=110)
 
 
 def write(path: Path) -> bool:

@@ -188,6 +188,8 @@ def test_experiment_shows_param_and_ap(repo: Path) -> None:
     assert "train.max_steps" in show and "Car.3d" in show
     changed = _dvc(repo, "exp", "show", "--only-changed", "--md").stdout
     assert "train.max_steps" in changed and "loss.total" in changed and "ms_" not in changed
+    header = changed.splitlines()[0]
+    assert header.index("Car.3d") < header.index("loss.total") < header.index("train.max_steps")  # AP first
 
 
 def test_killed_repro_resumes_with_the_same_hashes(repo: Path) -> None:
