@@ -299,6 +299,7 @@ def train_evaluate_flow(
             layout.eval_metrics,
             layout.curves,
             object_classes(recipe.targets.label_method),
+            layout.ap_metrics,
         )
     return summary
 

@@ -374,6 +374,7 @@ def evaluate_predictions(
     metrics_path: Path,
     curves_dir: Path,
     default_classes: tuple[str, ...],
+    headline_path: Path | None = None,
 ) -> dict[str, Any]:
     """Official KITTI AP of the predictions against the prepared labels
     (:func:`pgnn.pipeline.steps.evaluate.evaluate_step`);
@@ -385,7 +386,13 @@ def evaluate_predictions(
     from pgnn.pipeline.steps.evaluate import evaluate_step
 
     results = evaluate_step(
-        cfg, Path(prepared_dir), Path(pred_dir), Path(metrics_path), Path(curves_dir), default_classes
+        cfg,
+        Path(prepared_dir),
+        Path(pred_dir),
+        Path(metrics_path),
+        Path(curves_dir),
+        default_classes,
+        headline_path=None if headline_path is None else Path(headline_path),
     )
     create_table_artifact(
         table=ap_table(results),

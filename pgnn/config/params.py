@@ -8,13 +8,16 @@ sub-configs that each pgnn function takes. Stages and flows pass only the sub-co
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pgnn.core.errors import DataError, params_error
+from pgnn.core.errors import DataError, ParamsError, params_error
 
 
 class _Strict(BaseModel):
@@ -53,6 +56,13 @@ class EvalConfig(_Strict):
     classes: tuple[Literal["Car", "Pedestrian", "Cyclist"], ...] | None = None
 
 
+class PlotsConfig(_Strict):
+    """The ``plots`` stage's pictures (PNG image plots under ``plots/images``)."""
+
+    bev_frames: int = Field(3, ge=0, le=24)
+    """Bird's-eye views of this many val frames (the first, by id) with the labels and the detections."""
+
+
 class Params(_Strict):
     """The whole of ``params.yaml``."""
 
@@ -68,6 +78,7 @@ class Params(_Strict):
     augment: dict[str, Any] = {}
     gt_sampling: dict[str, Any] = {}
     eval: EvalConfig = EvalConfig()
+    plots: PlotsConfig = PlotsConfig()
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -84,6 +95,75 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         return Params.model_validate(raw)
     except ValidationError as e:
         raise params_error(path, e) from e
+
+
+def params_digest(path: str | Path = "params.yaml") -> str:
+    """sha256 of the *values* of a params file (comments and layout do not count): what
+    ``params.resolved.yaml`` records as its source."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise DataError(path, f"cannot read params: {e}") from e
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()
+
+
+RESOLVED_SOURCE = "# source: params.yaml values sha256 "
+"""The line of ``params.resolved.yaml``'s header that names the params it was resolved from."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ResolvedParams:
+    """``params.resolved.yaml`` as a stage reads it: the typed sections it asks for, nothing else.
+
+    The ``params`` stage writes the file (:mod:`pgnn.config.resolved`); every other stage declares, in
+    ``dvc.yaml``, exactly the keys of it that its outputs depend on, and reads them through
+    :meth:`section` / :meth:`whole`. ``on_load(key, obj)`` is told of every typed object handed out (the
+    test that checks the declared params records what each stage reads through it).
+    """
+
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        path: str | Path = "params.resolved.yaml",
+        on_load: Callable[[str, BaseModel], None] | None = None,
+    ) -> None:
+        self.raw, self.path, self.on_load = raw, Path(path), on_load
+
+    @classmethod
+    def load(cls, path: str | Path, params_path: str | Path | None = None) -> ResolvedParams:
+        """Read ``path``; with ``params_path``, fail unless it was resolved from that file's values."""
+        path = Path(path)
+        hint = "run `dvc repro params` (or `python stages/params.py`) first"
+        try:
+            text = path.read_text()
+        except FileNotFoundError as e:
+            raise DataError(path, f"missing: {hint}") from e
+        if params_path is not None:
+            digest = params_digest(params_path)
+            if f"{RESOLVED_SOURCE}{digest}" not in text:
+                raise DataError(path, f"was not resolved from the current {Path(params_path).name}: {hint}")
+        return cls(yaml.safe_load(text) or {}, path)
+
+    def _validate(self, key: str, model: type[M], raw: Any) -> M:
+        try:
+            obj = model.model_validate(raw)
+        except ValidationError as e:
+            raise params_error(self.path, e, key) from e
+        if self.on_load is not None:
+            self.on_load(key, obj)
+        return obj
+
+    def section(self, key: str, model: type[M]) -> M:
+        """Section ``key`` as a ``model`` (an error naming the file and key if it is missing or bad)."""
+        if key not in self.raw:
+            raise ParamsError(self.path, "missing section (rerun the params stage)", key=key)
+        return self._validate(key, model, self.raw[key])
+
+    def whole(self, model: type[M]) -> M:
+        """The whole file as a ``model`` (:class:`pgnn.config.resolved.Resolved`)."""
+        return self._validate("", model, self.raw)
 
 
 def overrides(section: dict[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,34 @@ def few_ground_truth_warnings(counts: dict[str, tuple[int, ...]]) -> list[str]:
     return lines
 
 
+HEADLINE_METRICS: tuple[tuple[str, str], ...] = (("3d", "3d"), ("bev", "bev"), ("bbox", "2d"), ("aos", "aos"))
+"""The headline metrics (KITTI name, name in ``metrics/ap.json``), in the order they are shown."""
+
+
+def headline_ap(
+    results: dict[str, float], difficulty: str = "moderate", sampling: str = "R40"
+) -> dict[str, dict[str, float]]:
+    """The headline of flat AP results: ``{class: {"3d", "bev", "2d", "aos"}}`` at ``difficulty`` and
+    ``sampling`` (KITTI's leaderboard: moderate, R40), rounded to 0.01 AP.
+
+    This is the pipeline's DVC metric (``metrics/ap.json``): four numbers per class, so that ``dvc metrics
+    diff`` and ``dvc exp show`` fit a terminal; the full table is ``metrics/eval.json``.
+    """
+    classes = sorted(
+        {_split(k)[0] for k in results},
+        key=lambda c: (CLASSES.index(c) if c in CLASSES else len(CLASSES), c),
+    )
+    out: dict[str, dict[str, float]] = {}
+    for cls in classes:
+        row = {}
+        for metric, name in HEADLINE_METRICS:
+            value = results.get(f"{cls}/{metric}/{difficulty}/{sampling}")
+            if value is not None:
+                row[name] = round(float(value), 2)
+        out[cls] = row
+    return out
+
+
 def write_curves(curves: dict[str, np.ndarray], out_dir: str | Path) -> list[Path]:
     """Write one CSV per class and metric, ``<out_dir>/<class>_<metric>.csv``, atomically.
 

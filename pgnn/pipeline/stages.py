@@ -5,8 +5,11 @@ committed file differs), the thin scripts in ``stages/`` run a stage by name (:f
 flows (``flows/``) and the CLI take their paths from :class:`Layout`, and the code versions in shard
 manifests come from each stage's ``shard_code``::
 
-    synth -> prepare@{train,val} -+-> gt_db ------------+-> train -> predict -> evaluate
-                                  +-> graphs@{train,val} +
+    params -> synth -> prepare@{train,val} -+-> gt_db ------------+-> train -> predict -> evaluate -> plots
+                                            +-> graphs@{train,val} +
+
+``params`` validates params.yaml and writes the effective params (``params.resolved.yaml``); every other
+stage reads that file and declares the keys of it that its outputs depend on.
 
 A stage's *entry* is a module of :mod:`pgnn.pipeline.steps` with ``run(params, layout, item)``. Its code deps
 in ``dvc.yaml`` are exactly the static import closure of the stage script and the entry
@@ -29,6 +32,7 @@ from pgnn.core.imports import PACKAGE_ROOT, closure_files
 SPLITS: tuple[str, ...] = ("train", "val")
 
 PATHS: dict[str, str] = {
+    "resolved": "params.resolved.yaml",
     "synthetic": "data/synthetic",
     "prepared": "data/prepared/{item}",
     "gt_db": "data/gt_db/gt_db.parquet",
@@ -37,11 +41,15 @@ PATHS: dict[str, str] = {
     "model": "models/model.pt",
     "live": "dvclive/train",
     "live_plots": "dvclive/train/plots/metrics",
+    "train_summary": "dvclive/train/metrics.json",
     "train_metrics": "metrics/train.json",
+    "train_timings": "timings/train.json",
     "predictions": "data/predictions/{item}",
-    "timings": "metrics/predict.json",
+    "timings": "timings/predict.json",
+    "ap": "metrics/ap.json",
     "eval_metrics": "metrics/eval.json",
     "curves": "plots/pr",
+    "images": "plots/images",
 }
 """Every artifact path, relative to the project root; ``{item}`` is the split of a ``foreach`` stage."""
 
@@ -58,6 +66,10 @@ class Layout:
         if "{item}" in template and item is None:
             raise ValueError(f"artifact {name!r} is per split: give the split")
         return self.root / template.format(item=item)
+
+    @property
+    def resolved(self) -> Path:
+        return self.path("resolved")
 
     @property
     def synthetic(self) -> Path:
@@ -89,12 +101,25 @@ class Layout:
         return self.path("live")
 
     @property
+    def train_summary(self) -> Path:
+        return self.path("train_summary")
+
+    @property
     def train_metrics(self) -> Path:
         return self.path("train_metrics")
 
     @property
+    def train_timings(self) -> Path:
+        return self.path("train_timings")
+
+    @property
     def predict_metrics(self) -> Path:
+        """Prediction's mean per-stage timings (not a DVC metric: timings are not results)."""
         return self.path("timings")
+
+    @property
+    def ap_metrics(self) -> Path:
+        return self.path("ap")
 
     @property
     def eval_metrics(self) -> Path:
@@ -104,6 +129,10 @@ class Layout:
     def curves(self) -> Path:
         return self.path("curves")
 
+    @property
+    def images(self) -> Path:
+        return self.path("images")
+
 
 @dataclass(frozen=True)
 class Output:
@@ -111,6 +140,8 @@ class Output:
 
     ``kind``: ``out`` (cached), ``metric`` or ``plot``; ``persist``: kept when the stage reruns (a killed
     run resumes from it); ``cache``: whether DVC caches it; ``plot``: the plot's options (``x``, ``y``).
+    Metrics hold results only (AP, losses), so that ``dvc metrics diff`` and ``dvc exp show`` are short;
+    timings and full tables are plain outputs with ``cache: false`` (in git, not in DVC's cache).
     """
 
     artifact: str
@@ -126,9 +157,11 @@ class Stage:
     """One pipeline stage.
 
     ``deps`` are artifacts of :data:`PATHS` (``name`` or ``name:split``; ``{item}`` inside is the stage's
-    split) or literal paths with ``${...}`` params templating (``${data.root}``). ``params`` are the
-    params.yaml keys the stage's outputs depend on. ``shard_code`` lists the modules whose import closure
-    is the code version written in the stage's shard manifests (what forces a shard to be rebuilt).
+    split) or literal paths with ``${...}`` params templating (``${data.root}``). ``params`` are the keys
+    of ``params.resolved.yaml`` (the effective params the ``params`` stage writes) that the stage's outputs
+    depend on: exactly those it reads (``tests/pipeline/test_stage_params.py``). The ``params`` stage itself
+    (``reads_params_yaml``) tracks the whole of ``params.yaml``. ``shard_code`` lists the modules whose import
+    closure is the code version written in the stage's shard manifests (what forces a shard to be rebuilt).
     """
 
     name: str
@@ -139,13 +172,27 @@ class Stage:
     deps: tuple[str, ...] = ()
     foreach: tuple[str, ...] | None = None
     shard_code: tuple[str, ...] = field(default=())
+    reads_params_yaml: bool = False
 
     @property
     def script(self) -> str:
         return f"stages/{self.name}.py"
 
 
+UNTRACKED_PARAMS: dict[str, str] = {
+    "data.workers": "a process count: the shards are the same bytes with any value, so nothing reruns for it",
+}
+"""Keys of ``params.resolved.yaml`` that stages read but that do not change their outputs (not declared)."""
+
 STAGES: tuple[Stage, ...] = (
+    Stage(
+        "params",
+        "pgnn.pipeline.steps.params",
+        "validate params.yaml as a whole, resolve its preset, write the effective params",
+        params=(),
+        outs=(Output("resolved", cache=False),),
+        reads_params_yaml=True,
+    ),
     Stage(
         "synth",
         "pgnn.pipeline.steps.synth",
@@ -157,7 +204,7 @@ STAGES: tuple[Stage, ...] = (
         "prepare",
         "pgnn.pipeline.steps.prepare",
         "FOV-cropped points, features and labels of one split (parquet shards)",
-        params=("data",),
+        params=("data.root", "data.painted", "data.train_split", "data.val_split", "data.frames_per_shard"),
         deps=("${data.root}",),
         outs=(Output("prepared", persist=True),),
         foreach=SPLITS,
@@ -175,7 +222,7 @@ STAGES: tuple[Stage, ...] = (
         "graphs",
         "pgnn.pipeline.steps.graphs",
         "graphs, input features and vertex targets of one split (npz shards)",
-        params=("preset", "graph", "targets", "data.frames_per_shard", "data.workers"),
+        params=("graph", "graph_seed", "runtime_graph", "targets", "data.frames_per_shard"),
         deps=("prepared:{item}",),
         outs=(Output("graphs", persist=True),),
         foreach=SPLITS,
@@ -185,12 +232,26 @@ STAGES: tuple[Stage, ...] = (
         "train",
         "pgnn.pipeline.steps.train",
         "train (resumable checkpoints) and export the model",
-        params=("preset", "graph", "targets", "model", "train", "loss", "augment", "gt_sampling"),
-        deps=("graphs:train", "prepared:train", "gt_db"),
+        params=(
+            "graph",
+            "runtime_graph_name",
+            "targets",
+            "model",
+            "train",
+            "loss",
+            "augment",
+            "gt_sampling",
+            "validation",
+        ),
+        deps=("graphs:train", "prepared:train", "gt_db", "graphs:val", "prepared:val"),
         outs=(
             Output("checkpoints", persist=True),
             Output("model"),
             Output("train_metrics", kind="metric", cache=False),
+            # dvclive's whole summary: kept by DVC like the curves (a rerun that resumes a finished run, e.g.
+            # for a changed `validation`, trains no step and so writes no new summary)
+            Output("train_summary", cache=False, persist=True),
+            Output("train_timings", cache=False),
             Output("live_plots", kind="plot", cache=False, persist=True, plot=(("x", "step"),)),
         ),
     ),
@@ -198,21 +259,30 @@ STAGES: tuple[Stage, ...] = (
         "predict",
         "pgnn.pipeline.steps.predict",
         "KITTI result files of the val split from the cached runtime graphs",
-        params=("preset", "postprocess"),
+        params=("postprocess",),
         deps=("model", "graphs:val", "prepared:val"),
-        outs=(Output("predictions:val"), Output("timings", kind="metric", cache=False)),
+        outs=(Output("predictions:val"), Output("timings", cache=False)),
         foreach=None,
     ),
     Stage(
         "evaluate",
         "pgnn.pipeline.steps.evaluate",
-        "official KITTI AP of the val predictions, PR curves",
-        params=("eval", "preset", "targets.label_method"),
+        "official KITTI AP of the val predictions: headline AP (metric), full table, PR curves",
+        params=("eval",),
         deps=("predictions:val", "prepared:val"),
         outs=(
-            Output("eval_metrics", kind="metric", cache=False),
+            Output("ap", kind="metric", cache=False),
+            Output("eval_metrics", cache=False),
             Output("curves", kind="plot", cache=False, plot=(("x", "recall"), ("y", "moderate"))),
         ),
+    ),
+    Stage(
+        "plots",
+        "pgnn.pipeline.steps.plots",
+        "PNG charts (losses, val AP vs step, PR curves) and BEV pictures of val detections: offline plots",
+        params=("plots",),
+        deps=("live_plots", "curves", "predictions:val", "prepared:val"),
+        outs=(Output("images", kind="plot", cache=False),),
     ),
 )
 
@@ -248,11 +318,14 @@ def code_deps(s: Stage, root: Path = PACKAGE_ROOT) -> tuple[str, ...]:
 
 
 def run_stage(name: str, argv: Sequence[str], root: Path) -> None:
-    """Run stage ``name`` on the project at ``root``: load params.yaml, call ``<entry>.run``.
+    """Run stage ``name`` on the project at ``root``: call ``<entry>.run(params, layout, item)``.
 
-    ``argv`` holds the split of a ``foreach`` stage (``prepare train``) and nothing otherwise.
+    ``params`` is :class:`pgnn.config.params.Params` (params.yaml) for the ``params`` stage and
+    :class:`pgnn.config.params.ResolvedParams` (params.resolved.yaml, checked to come from the current
+    params.yaml) for the others. ``argv`` holds the split of a ``foreach`` stage (``prepare train``) and
+    nothing otherwise.
     """
-    from pgnn.config.params import load_params
+    from pgnn.config.params import ResolvedParams, load_params
 
     s = stage(name)
     if s.foreach is not None:
@@ -263,5 +336,9 @@ def run_stage(name: str, argv: Sequence[str], root: Path) -> None:
         raise SystemExit(f"usage: python {s.script} (no arguments)")
     else:
         item = None
-    params = load_params(root / "params.yaml")
-    importlib.import_module(s.entry).run(params, Layout(root), item)
+    layout = Layout(root)
+    if s.reads_params_yaml:
+        params: object = load_params(root / "params.yaml")
+    else:
+        params = ResolvedParams.load(layout.resolved, root / "params.yaml")
+    importlib.import_module(s.entry).run(params, layout, item)

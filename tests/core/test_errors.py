@@ -175,19 +175,29 @@ def test_params_errors_name_the_file_and_key(tmp_path: Path) -> None:
 
 
 def test_stage_script_reports_a_params_error_in_one_line(tmp_path: Path) -> None:
+    """The ``params`` stage validates params.yaml before any other stage; a stage run without its output
+    says so in one line."""
     shutil.copytree(REPO / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "params.yaml").write_text("synthetic:\n  frames: 1\n")
     env = {**os.environ, "PYTHONPATH": str(REPO), "PGNN_DEBUG": ""}
-    run = [sys.executable, str(tmp_path / "stages" / "synth.py")]
+    run = [sys.executable, str(tmp_path / "stages" / "params.py")]
     done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        f"stages/synth.py: error: {tmp_path / 'params.yaml'}: synthetic.frames: "
+        f"stages/params.py: error: {tmp_path / 'params.yaml'}: synthetic.frames: "
         "Input should be greater than or equal to 2, got 1"
     ]
-    assert not (tmp_path / "data").exists()
+    assert not (tmp_path / "params.resolved.yaml").exists()
     debug = subprocess.run(run, capture_output=True, text=True, env={**env, "PGNN_DEBUG": "1"}, timeout=120)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "ParamsError" in debug.stderr
+    synth = [sys.executable, str(tmp_path / "stages" / "synth.py")]
+    done = subprocess.run(synth, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"stages/synth.py: error: {tmp_path / 'params.resolved.yaml'}: missing: run `dvc repro params` (or "
+        "`python stages/params.py`) first"
+    ]
+    assert not (tmp_path / "data").exists()
 
 
 # ----------------------------------------------------------------------------------------------------------

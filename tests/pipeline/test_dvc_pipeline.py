@@ -21,6 +21,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 COPY = ["dvc.yaml", "params.yaml", "stages", "pgnn", ".dvcignore"]
 STAGES = {
+    "params",
     "synth",
     "prepare@train",
     "prepare@val",
@@ -30,6 +31,7 @@ STAGES = {
     "train",
     "predict",
     "evaluate",
+    "plots",
 }
 
 
@@ -106,7 +108,15 @@ def test_fresh_repro_runs_every_stage(repo: Path) -> None:
     assert _ran(proc) == STAGES
     metrics = json.loads((repo / "metrics" / "eval.json").read_text())
     assert "Car/3d/moderate/R40" in metrics
+    headline = json.loads((repo / "metrics" / "ap.json").read_text())
+    assert list(headline["Car"]) == ["3d", "bev", "2d", "aos"]
+    assert headline["Car"]["3d"] == round(metrics["Car/3d/moderate/R40"], 2)
     assert (repo / "models" / "model.pt").exists()
+    images = {p.name for p in (repo / "plots" / "images").iterdir()}
+    assert {"train_loss.png", "val_ap.png", "pr_Car_3d.png"} <= images, images
+    assert any(name.startswith("bev_") for name in images), images
+    resolved = yaml.safe_load((repo / "params.resolved.yaml").read_text())
+    assert resolved["train"]["max_steps"] == 4 and resolved["model"]["num_classes"] == 4
     _run(repo, "git", "add", "-A")
     _run(repo, "git", "commit", "-qm", "first run")
 
@@ -126,14 +136,31 @@ def test_training_param_reruns_only_train_predict_evaluate(repo: Path) -> None:
     proc = _dvc(repo, "repro")
     ran = _ran(proc)
     # evaluate reruns only if the predictions changed (a few steps of training may leave them identical)
-    assert {"train", "predict"} <= ran <= {"train", "predict", "evaluate"}
+    assert {"params", "train", "predict", "plots"} <= ran
+    assert ran <= {"params", "train", "predict", "evaluate", "plots"}
     after = _lock_outs(repo)
     assert after["data/graphs/train"] == before["data/graphs/train"]  # graphs were not recomputed
     assert after["models/model.pt"] != before["models/model.pt"]
     diff = _dvc(repo, "params", "diff", "--md").stdout
     assert "train.max_steps" in diff and "4" in diff and "6" in diff
+    assert "params.resolved.yaml" in diff  # the effective values, next to params.yaml's
     mdiff = _dvc(repo, "metrics", "diff", "--all", "--md").stdout
-    assert "Car/3d/moderate/R40" in mdiff or "train.json" in mdiff
+    assert "metrics/ap.json" in mdiff and "metrics/train.json" in mdiff and "loss.total" in mdiff, mdiff
+    assert "ms_" not in mdiff and "time" not in mdiff and "eval.json" not in mdiff, mdiff  # results only
+
+
+def test_a_bad_param_stops_repro_before_any_stage_with_one_line(repo: Path) -> None:
+    original = (repo / "params.yaml").read_text()
+    _set_params(repo, train={"max_stepz": 5})
+    try:
+        proc = _dvc(repo, "repro", check=False)
+    finally:
+        (repo / "params.yaml").write_text(original)
+    assert proc.returncode != 0
+    assert _ran(proc) == {"params"}
+    out = proc.stdout + proc.stderr
+    assert "stages/params.py: error: params.yaml: train.max_stepz: unknown key" in out, out
+    assert "Traceback" not in out
 
 
 def test_graph_param_does_not_rerun_prepare(repo: Path) -> None:
@@ -158,7 +185,13 @@ def test_experiment_shows_param_and_ap(repo: Path) -> None:
     _run(repo, "git", "commit", "-qm", "params")
     _dvc(repo, "exp", "run", "-S", "train.max_steps=3")
     show = _dvc(repo, "exp", "show", "--md").stdout
-    assert "train.max_steps" in show and "Car/3d/moderate/R40" in show
+    assert "train.max_steps" in show and "Car.3d" in show
+    header = show.splitlines()[0]
+    assert header.index("Car.3d") < header.index("loss.total") < header.index("train.max_steps")  # AP first
+    assert "ms_" not in header and "sec_per_step" not in header  # timings are not metrics
+    # (3 steps < the 6 already trained: the run resumes the finished run, so only the params change)
+    changed = _dvc(repo, "exp", "show", "--only-changed", "--md").stdout
+    assert "params.resolved.yaml:train.max_steps" in changed and "ms_" not in changed
 
 
 def test_killed_repro_resumes_with_the_same_hashes(repo: Path) -> None:

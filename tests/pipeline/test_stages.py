@@ -18,7 +18,7 @@ from pgnn.pipeline import dvcyaml
 from pgnn.pipeline.stages import PATHS, STAGES, Layout, artifact_path, code_deps, stage
 
 REPO = Path(__file__).resolve().parents[2]
-PREPROCESSING = ("synth", "prepare", "gt_db", "graphs")
+PREPROCESSING = ("params", "synth", "prepare", "gt_db", "graphs")
 ENV = {
     **os.environ,
     "DVC_NO_ANALYTICS": "1",
@@ -35,6 +35,17 @@ def dvc_stages() -> dict[str, dict]:
 
 def test_committed_dvc_yaml_is_the_stage_table() -> None:
     assert (REPO / "dvc.yaml").read_text() == dvcyaml.render(), "run `pgnn dvc-yaml` and commit dvc.yaml"
+
+
+def test_metrics_are_results_only_ap_first() -> None:
+    """DVC metrics: the headline AP, then the training losses (top-level `metrics`, in that order: the
+    columns of `dvc exp show`); timings and the full AP table are plain outputs."""
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    assert doc["metrics"] == ["metrics/ap.json", "metrics/train.json"]
+    outs = [o for body in dvc_stages().values() for o in body.get("outs", [])]
+    paths = {next(iter(o)) if isinstance(o, dict) else o for o in outs}
+    assert {"timings/predict.json", "timings/train.json", "metrics/eval.json"} <= paths
+    assert not any("metrics" in body for body in dvc_stages().values())
 
 
 def test_code_deps_are_exactly_the_import_closure() -> None:

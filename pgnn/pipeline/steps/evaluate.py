@@ -1,18 +1,18 @@
-"""Stage ``evaluate``: official KITTI AP of the val predictions -> metrics/eval.json and PR curves."""
+"""Stage ``evaluate``: official KITTI AP of the val predictions -> metrics/ap.json (the headline: the DVC
+metric), metrics/eval.json (the full table) and PR curves."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
-from pgnn.config.params import EvalConfig, Params
-from pgnn.config.presets import resolve
-from pgnn.core.io import write_json_atomic
+from pgnn.config.params import EvalConfig, ResolvedParams
+from pgnn.core.io import write_json_atomic, write_text_atomic
 from pgnn.data.labels import read_labels
 from pgnn.data.prepare import read_prepared_dir
 from pgnn.eval.kitti import ap_from_curves, pr_curves
-from pgnn.eval.report import format_table, write_curves
-from pgnn.graphs.targets import object_classes
+from pgnn.eval.report import format_table, headline_ap, write_curves
 from pgnn.pipeline.stages import Layout
 
 
@@ -23,10 +23,12 @@ def evaluate_step(
     metrics_path: Path,
     curves_dir: Path,
     default_classes: tuple[str, ...] = ("Car", "Pedestrian", "Cyclist"),
+    headline_path: Path | None = None,
 ) -> dict:
-    """Official KITTI AP of the prediction folder against the labels of the prepared split.
+    """Official KITTI AP of the prediction folder against the labels of the prepared split: the full table
+    to ``metrics_path``, the headline (:func:`headline_ap`) to ``headline_path``, PR curves to ``curves_dir``.
 
-    ``cfg.classes`` None reports ``default_classes`` (the stage passes the classes the preset detects).
+    ``cfg.classes`` None reports ``default_classes`` (the stage's resolved params always name them).
     """
     frames = read_prepared_dir(prepared_dir)
     gt = [f.labels for f in frames]
@@ -38,18 +40,21 @@ def evaluate_step(
     results = ap_from_curves(curves)
     print(format_table(results))
     write_json_atomic(metrics_path, results)
+    if headline_path is not None:
+        # in the order shown (3D first), not sorted: DVC's tables keep the file's key order
+        write_text_atomic(headline_path, json.dumps(headline_ap(results), indent=2) + "\n")
     if curves_dir.exists():
         shutil.rmtree(curves_dir)
     write_curves(curves, curves_dir)
     return results
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     evaluate_step(
-        params.eval,
+        params.section("eval", EvalConfig),
         layout.prepared("val"),
         layout.predictions("val"),
         layout.eval_metrics,
         layout.curves,
-        default_classes=object_classes(resolve(params).targets.label_method),
+        headline_path=layout.ap_metrics,
     )

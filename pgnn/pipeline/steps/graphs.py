@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.config.graphs import GraphConfig, TargetsConfig
-from pgnn.config.params import Params
-from pgnn.config.presets import Recipe, resolve
+from pgnn.config.params import ResolvedParams
+from pgnn.config.presets import Recipe
+from pgnn.config.resolved import Resolved
 from pgnn.core.errors import DataError
 from pgnn.core.io import sha256_file
 from pgnn.core.shards import (
@@ -91,13 +92,14 @@ def graphs_step(
     return run_plan(graphs_plan(recipe, which, prepared_dir, out_dir, frames_per_shard), workers=workers)
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     assert item is not None
+    resolved = params.whole(Resolved)
     graphs_step(
-        resolve(params),
+        resolved,
         item,
         layout.prepared(item),
         layout.graphs(item),
-        params.data.frames_per_shard,
-        params.data.workers,
+        resolved.data.frames_per_shard,
+        resolved.data.workers,
     )

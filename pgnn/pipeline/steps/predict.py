@@ -10,8 +10,9 @@ from pathlib import Path
 
 import torch
 
-from pgnn.config.params import Params
-from pgnn.config.presets import Recipe, resolve
+from pgnn.config.params import ResolvedParams
+from pgnn.config.presets import Recipe
+from pgnn.config.resolved import Resolved
 from pgnn.core.io import write_json_atomic
 from pgnn.core.progress import with_length
 from pgnn.data.prepare import read_prepared_dir
@@ -49,9 +50,9 @@ def predict_step(
     return timings
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     predict_step(
-        resolve(params),
+        params.whole(Resolved),
         layout.model,
         layout.graphs("val"),
         layout.prepared("val"),

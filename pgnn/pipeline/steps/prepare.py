@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pgnn.config.params import DataConfig, Params
+from pgnn.config.params import DataConfig, ResolvedParams
 from pgnn.core.shards import ShardPlan, run_plan
 from pgnn.data.kitti import frame_ids
 from pgnn.data.prepare import prepare_plan as plan_frames
@@ -31,6 +31,6 @@ def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = P
     return run_plan(prepare_plan(data, which, out_dir, root_dir), workers=data.workers)
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     assert item is not None
-    prepare_step(params.data, item, layout.prepared(item), root_dir=layout.root)
+    prepare_step(params.section("data", DataConfig), item, layout.prepared(item), root_dir=layout.root)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgnn.config.params import Params, SyntheticConfig
+from pgnn.config.params import ResolvedParams, SyntheticConfig
 from pgnn.data.synthetic.dataset import generate_dataset
 from pgnn.pipeline.stages import Layout
 
@@ -14,5 +14,5 @@ def synth_step(cfg: SyntheticConfig, out_dir: Path) -> None:
     generate_dataset(out_dir, cfg.frames, cfg.seed, cfg.val_fraction)
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
-    synth_step(params.synthetic, layout.synthetic)
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+    synth_step(params.section("synthetic", SyntheticConfig), layout.synthetic)

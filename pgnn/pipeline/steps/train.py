@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from pgnn.config.params import Params
-from pgnn.config.presets import Recipe, resolve
+from pgnn.config.params import ResolvedParams
+from pgnn.config.presets import Recipe
+from pgnn.config.resolved import Resolved, ValidationConfig
 from pgnn.core.io import write_json_atomic
 from pgnn.eval.validation import make_validator
 from pgnn.graphs.targets import object_classes
@@ -46,6 +47,8 @@ def train_step(
     gt_db_path: Path | None = None,
     val_graphs_dir: Path | None = None,
     val_prepared_dir: Path | None = None,
+    validation: ValidationConfig | None = None,
+    timings_path: Path | None = None,
 ) -> Path:
     """Train (resuming a killed run of the same params); export the model.
 
@@ -54,7 +57,11 @@ def train_step(
     ``gt_db_path``): :func:`pgnn.training.source.train_records`. Checkpoints go to
     ``ckpt_root/<run key>/``; other runs' folders are left alone (``pgnn checkpoints --prune`` removes
     them). With ``train.eval_every`` and the val split's graphs and prepared frames, the official AP on
-    ``train.eval_frames`` val frames is logged during training.
+    ``train.eval_frames`` val frames is logged during training, post-processed as ``validation`` says (None:
+    the recipe's post-processing and classes).
+
+    ``metrics_path`` gets the results only (the final interval's losses: a DVC metric); ``timings_path`` the
+    seconds per step; the whole dvclive summary stays in ``live_dir/metrics.json``.
     """
     torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
     records = train_records(recipe, graphs_dir, prepared_dir, gt_db_path)
@@ -66,9 +73,17 @@ def train_step(
         shutil.rmtree(live_dir)  # a fresh run: no stale curves from another run's params
     validate = None
     if recipe.train.eval_every is not None and val_graphs_dir is not None and val_prepared_dir is not None:
-        classes = object_classes(recipe.targets.label_method)
+        if validation is None:
+            validation = ValidationConfig(
+                postprocess=recipe.postprocess, classes=object_classes(recipe.targets.label_method)
+            )
         validate = make_validator(
-            val_graphs_dir, val_prepared_dir, meta, recipe.postprocess, classes, recipe.train.eval_frames
+            val_graphs_dir,
+            val_prepared_dir,
+            meta,
+            validation.postprocess,
+            validation.classes,
+            recipe.train.eval_frames,
         )
     source = "rebuilt every epoch" if train_augments(recipe) else "cached graphs"
     print(f"train: run {key} ({len(records)} frames, {source}), checkpoints in {ckpt_dir}")
@@ -85,14 +100,25 @@ def train_step(
     if not main_rank:
         return model_path
     export_model(final, model_path)
-    summary = live_dir / "metrics.json"
-    write_json_atomic(metrics_path, json.loads(summary.read_text()) if summary.exists() else {})
+    summary_path = live_dir / "metrics.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    write_json_atomic(metrics_path, train_results(summary))
+    if timings_path is not None:
+        write_json_atomic(timings_path, {"step": summary.get("step"), **summary.get("time", {})})
     return model_path
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
+def train_results(summary: dict[str, Any]) -> dict[str, Any]:
+    """What of dvclive's summary is a result (the DVC metric ``metrics/train.json``): the final interval's
+    losses. Per-class vertex metrics, learning rate, timings and the val AP logged during training stay in
+    the summary and the curves."""
+    return {"loss": summary["loss"]} if "loss" in summary else {}
+
+
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+    resolved = params.whole(Resolved)
     train_step(
-        resolve(params),
+        resolved,
         layout.graphs("train"),
         layout.checkpoints,
         layout.model,
@@ -102,4 +128,6 @@ def run(params: Params, layout: Layout, item: str | None) -> None:
         gt_db_path=layout.gt_db,
         val_graphs_dir=layout.graphs("val"),
         val_prepared_dir=layout.prepared("val"),
+        validation=resolved.validation,
+        timings_path=layout.train_timings,
     )

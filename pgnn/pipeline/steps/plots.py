@@ -1,0 +1,83 @@
+"""Stage ``plots``: the run's pictures as PNG files in ``plots/images`` (DVC image plots, readable offline).
+
+- ``train_loss.png``: the training losses (total, cls, loc, reg) against the step;
+- ``val_ap.png``: the val AP logged during training (``train.eval_every``) against the step;
+- ``pr_<class>_<metric>.png``: the KITTI PR curves, easy / moderate / hard in one chart per class and metric;
+- ``bev_<frame>.png``: bird's-eye views of the first ``plots.bev_frames`` val frames, labels and detections.
+
+``dvc plots show`` puts them in its HTML page as ``<img>`` files, which need no network (its vega charts load
+vega from a CDN); ``dvc plots show plots/images`` makes a page of these alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pgnn.config.params import PlotsConfig, ResolvedParams
+from pgnn.data.labels import read_labels
+from pgnn.data.prepare import PreparedFrames
+from pgnn.pipeline.stages import Layout
+from pgnn.viz.charts import (
+    METRIC_TITLES,
+    loss_chart,
+    pr_chart,
+    read_pr_csv,
+    read_tsv_series,
+    val_ap_chart,
+)
+from pgnn.viz.render import write_bev_png
+
+LOSSES = ("total", "cls", "loc", "reg")
+BEV_DPI = 72
+
+
+def plots_step(
+    cfg: PlotsConfig,
+    live_plots_dir: Path,
+    curves_dir: Path,
+    pred_dir: Path,
+    prepared_dir: Path,
+    out_dir: Path,
+) -> list[Path]:
+    """Write the charts and BEV pictures of a run into ``out_dir`` (emptied first); returns the files."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    written = []
+    loss_dir = live_plots_dir / "loss"
+    losses = {n: read_tsv_series(loss_dir / f"{n}.tsv") for n in LOSSES if (loss_dir / f"{n}.tsv").exists()}
+    written.append(loss_chart(losses, out_dir / "train_loss.png"))
+    val_dir = live_plots_dir / "val"
+    val = {}
+    if val_dir.is_dir():
+        for tsv in sorted(val_dir.rglob("*.tsv")):
+            val[tsv.relative_to(val_dir).with_suffix("").as_posix()] = read_tsv_series(tsv)
+    written.append(val_ap_chart(val, out_dir / "val_ap.png"))
+    for csv_path in sorted(curves_dir.glob("*.csv")):
+        cls, _, metric = csv_path.stem.partition("_")
+        recall, precision = read_pr_csv(csv_path)
+        title = f"{cls} {METRIC_TITLES.get(metric, metric)}: PR curves (val)"
+        written.append(pr_chart(recall, precision, title, out_dir / f"pr_{cls}_{metric}.png"))
+    if cfg.bev_frames:
+        frames = PreparedFrames(prepared_dir, max_cached_shards=1)
+        for i in range(min(cfg.bev_frames, len(frames))):
+            frame = frames[i]
+            pred = pred_dir / f"{frame.frame_id}.txt"
+            dets = read_labels(pred, allow_score=True) if pred.exists() else []
+            path = out_dir / f"bev_{frame.frame_id}.png"
+            write_bev_png(frame, path, detections=dets, dpi=BEV_DPI)
+            written.append(path)
+    print(f"plots: {len(written)} PNG files in {out_dir}")
+    return written
+
+
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+    plots_step(
+        params.section("plots", PlotsConfig),
+        layout.path("live_plots"),
+        layout.curves,
+        layout.predictions("val"),
+        layout.prepared("val"),
+        layout.images,
+    )
