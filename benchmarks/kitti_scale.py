@@ -109,8 +109,8 @@ def make_root(root: Path, pool_root: Path, pool_ids: list[str], frames: int) -> 
     (root / "ImageSets" / "train.txt").write_text("".join(f"{i}\n" for i in train))
     (root / "ImageSets" / "val.txt").write_text("".join(f"{i}\n" for i in val))
     (root / "ImageSets" / "trainval.txt").write_text("".join(f"{i:06d}\n" for i in range(frames)))
-    unique = {p.stat().st_ino: p.stat().st_size for p in (pool_root / "training").rglob("*") if p.is_file()}
-    per_frame = sum(unique.values()) / len(pool_ids)
+    linked = [pool_root / "training" / s / f"{fid}{ext}" for s, ext in SUBDIRS.items() for fid in pool_ids]
+    per_frame = sum(p.stat().st_size for p in linked) / len(pool_ids)
     return {
         "frames": frames,
         "train": len(train),

@@ -41,6 +41,15 @@ def _calib_from_json(d: dict[str, Any]) -> Calib:
     return Calib(**{k: (None if v is None else np.asarray(v, dtype=np.float64)) for k, v in d.items()})
 
 
+_LABEL_FIELDS = tuple(f.name for f in dataclasses.fields(Label))
+
+
+def _label_dict(label: Label) -> dict[str, Any]:
+    """``dataclasses.asdict(label)`` without its deep copies (a label holds only scalars and a tuple), which
+    took 15 % of the prepare step."""
+    return {name: getattr(label, name) for name in _LABEL_FIELDS}
+
+
 def frames_to_table(frames: Sequence[Frame]) -> pa.Table:
     """Pack frames into one point table with the frames' labels and calibs in the schema metadata."""
     painted = [f.scores is not None for f in frames]
@@ -64,7 +73,7 @@ def frames_to_table(frames: Sequence[Frame]) -> pa.Table:
     meta = [
         {
             "frame_id": f.frame_id,
-            "labels": [dataclasses.asdict(lab) for lab in f.labels],
+            "labels": [_label_dict(lab) for lab in f.labels],
             "calib": _calib_to_json(f.calib),
             "image_size": list(f.image_size),
         }
