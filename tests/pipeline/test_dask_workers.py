@@ -1,8 +1,9 @@
 """The preprocessing flow on a real Dask cluster started from the command line, as on several machines:
 ``dask scheduler`` and two ``dask worker`` processes (one thread each, no nanny), then
 ``python -m flows.pipeline --flow preprocess --runner dask --dask-address tcp://...``. One worker is SIGKILLed
-while it builds a shard; Dask reruns its tasks on the other worker and the flow still completes, with shards
-byte-identical (sha256, manifests included) to a single-process run of the same step functions.
+while it builds a shard; Dask reruns its tasks on the other worker (a shard that had landed just before the
+kill is then a verified Prefect cache hit) and the flow still completes, with shards byte-identical (sha256,
+manifests and gt_db included) to a single-process run of the same step functions.
 
 Loopback only; the Prefect home, result store and ephemeral API server (the flow command starts one) live in
 a temporary folder; every process started here is stopped at the end.
