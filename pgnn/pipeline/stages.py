@@ -22,6 +22,7 @@ in :data:`PATHS`), add ``stages/<name>.py`` (two lines, as the others), run ``pg
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,6 +337,7 @@ def run_stage(name: str, argv: Sequence[str], root: Path) -> None:
         raise SystemExit(f"usage: python {s.script} (no arguments)")
     else:
         item = None
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # step and val-AP lines in the log
     layout = Layout(root)
     if s.reads_params_yaml:
         params: object = load_params(root / "params.yaml")
