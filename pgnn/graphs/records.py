@@ -27,10 +27,16 @@ AUGMENT_STREAM = 0x617567
 
 
 def frame_words(frame_id: str) -> list[int]:
-    """A frame id as seed words: its number for KITTI's digit ids, else 64 bits of its sha256."""
-    if frame_id.isdigit():
+    """A frame id as seed words, different for different ids.
+
+    KITTI's ids (six digits) give ``[number]``; any other id gives the two 32-bit halves of 64 bits of its
+    sha256 and a marker ``1`` (three words, so no other id can give the words of a KITTI id: "1" and "01"
+    differ from "000001" and from each other, and "ab" from "ba").
+    """
+    if len(frame_id) == 6 and frame_id.isdigit():
         return [int(frame_id)]
-    return [int.from_bytes(hashlib.sha256(frame_id.encode()).digest()[:8], "little")]
+    h = int.from_bytes(hashlib.sha256(frame_id.encode()).digest()[:8], "little")
+    return [h & 0xFFFFFFFF, h >> 32, 1]
 
 
 def frame_rng(seed: int, frame_id: str, *stream: int) -> np.random.Generator:
