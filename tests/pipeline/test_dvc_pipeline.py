@@ -116,7 +116,7 @@ def test_fresh_repro_runs_every_stage(repo: Path) -> None:
     assert {"train_loss.png", "val_ap.png", "pr_Car_3d.png"} <= images, images
     assert any(name.startswith("bev_") for name in images), images
     resolved = yaml.safe_load((repo / "params.resolved.yaml").read_text())
-    assert resolved["train"]["max_steps"] == 4 and resolved["model"]["num_classes"] == 4
+    assert resolved["train"]["max_steps"] == 4 and resolved["model"]["num_classes"] == 6  # Car_heading
     _run(repo, "git", "add", "-A")
     _run(repo, "git", "commit", "-qm", "first run")
 

@@ -33,7 +33,7 @@ def kitti_root(dest: Path, sample: Path, ids: tuple[str, ...]) -> Path:
 
 
 def project(tmp_path: Path, sample: Path, preset: str, **train: object) -> Path:
-    painted = preset.startswith("painted")
+    painted = PRESETS[preset].targets.input_features == "is"
     kitti_root(tmp_path / "kitti", sample, PAINTED if painted else VELODYNE)
     params = {
         "preset": preset,
