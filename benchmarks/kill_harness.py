@@ -1,0 +1,363 @@
+"""Kill harness: seeded random SIGKILLs of `dvc repro` inside prepare, graphs, train and predict, each
+followed by a plain `dvc repro` (the resume), which must end with the same output hashes as an uninterrupted
+run.
+
+    .venv/bin/python benchmarks/kill_harness.py --trials 10 [--seed 0] [--work DIR] [--json out.json]
+
+It works in a temporary clone of this repository (``git clone`` of the committed HEAD, ``.venv`` symlinked to
+this interpreter's environment) with a smaller synthetic config written to params.yaml and committed there
+(8 frames, one frame per shard so prepare and graphs leave finished shards behind, 40 training steps with a
+checkpoint every 10). It runs the pipeline once uninterrupted for the reference hashes (the ``md5`` that
+``dvc.lock`` records for the prepared and graph shards, the ground-truth database, ``models/model.pt``, the
+val predictions and ``metrics/eval.json``) and each stage's duration. Then, per trial, from a fresh state
+(outputs, ``dvc.lock`` back to the clone's HEAD, DVC cache and ``.dvc/tmp`` wiped: what a fresh clone sees):
+
+1. pick (seeded) a stage and a delay, uniform in [0, the stage's reference duration] (which includes DVC's
+   hashing of the outputs and its lock-file write after the command),
+2. start ``dvc repro`` in a new process group, wait for its ``Running stage '<stage>'`` line, sleep the
+   delay, ``os.killpg(pgid, SIGKILL)`` (DVC, the stage's python and its worker processes),
+3. record what the kill left: ``dvc.lock`` state (:func:`pgnn.pipeline.lockfile.check_lock`), entries of the
+   killed PID in ``.dvc/tmp/rwlock``, ``.dvc/tmp/lock``,
+4. repair what needs it (:func:`pgnn.pipeline.lockfile.repair_lock`, what ``make pipeline`` does), run
+   ``dvc repro`` and compare the hashes with the reference.
+
+It prints a markdown table (trial, stage, moment of the kill, what the kill left, the resume's result and
+whether the hashes are equal) and exits 1 when a resume failed or a hash differed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from pgnn.pipeline.lockfile import check_lock, repair_lock  # noqa: E402
+from pgnn.pipeline.stages import SPLITS  # noqa: E402
+
+GROUPS = ("prepare", "graphs", "train", "predict")
+HASHED = (
+    "data/prepared/train",
+    "data/prepared/val",
+    "data/graphs/train",
+    "data/graphs/val",
+    "data/gt_db/gt_db.parquet",
+    "models/model.pt",
+    "data/predictions/val",
+    "metrics/eval.json",
+)
+SMALL = {
+    "synthetic": {"frames": 8},
+    "data": {"frames_per_shard": 1},
+    "train": {"max_steps": 40, "checkpoint_every": 10, "log_every": 10},
+}
+RUNNING = re.compile(r"^Running stage '([^']+)'")
+
+
+def _env(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PATH=str(work / ".venv" / "bin") + os.pathsep + env.get("PATH", ""),
+        DVC_NO_ANALYTICS="1",
+        DO_NOT_TRACK="1",
+        OMP_NUM_THREADS="1",
+        NUMBA_NUM_THREADS="1",
+        OMP_WAIT_POLICY="PASSIVE",
+        GIT_AUTHOR_NAME="kill-harness",
+        GIT_AUTHOR_EMAIL="kill-harness@localhost",
+        GIT_COMMITTER_NAME="kill-harness",
+        GIT_COMMITTER_EMAIL="kill-harness@localhost",
+    )
+    return env
+
+
+def _run(work: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=work, env=_env(work), capture_output=True, text=True, check=False)
+
+
+def _check(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(map(str, proc.args))} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+    return proc
+
+
+def make_clone(work: Path) -> Path:
+    """A clone of this repository's HEAD with the small config committed and ``.venv`` linked."""
+    clone = work / "repo"
+    _check(_run(work, "git", "clone", "-q", str(REPO), str(clone)))
+    (clone / ".venv").symlink_to(Path(sys.prefix))
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    for section, values in SMALL.items():
+        params[section] = {**(params.get(section) or {}), **values}
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _check(_run(clone, "git", "commit", "-qam", "kill harness: small config"))
+    return clone
+
+
+def reset(clone: Path) -> None:
+    """Back to the fresh clone's state: tracked files as committed (``dvc.lock``, ``metrics/``, the dvclive
+    curves), every untracked or ignored file (outputs, DVC cache, ``.dvc/tmp``) removed except ``.venv``."""
+    _check(_run(clone, "git", "checkout", "-q", "--", "."))
+    _check(_run(clone, "git", "clean", "-fdxq", "-e", ".venv"))
+
+
+def lock_hashes(clone: Path) -> dict[str, str | None]:
+    """The md5 that dvc.lock records for each of :data:`HASHED` (None: not recorded)."""
+    lock = yaml.safe_load((clone / "dvc.lock").read_text()) or {}
+    outs = {o["path"]: o.get("md5") for st in lock.get("stages", {}).values() for o in st.get("outs", [])}
+    return {path: outs.get(path) for path in HASHED}
+
+
+@dataclass
+class Repro:
+    """One streamed `dvc repro`: its lines with times, stage start times, and the kill, if any."""
+
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    starts: dict[str, float] = field(default_factory=dict)
+    rc: int | None = None
+    pid: int = 0
+    t0: float = 0.0
+    end: float = 0.0
+
+
+def repro(clone: Path, kill_stage: str | None = None, delay: float = 0.0) -> Repro:
+    """Run ``dvc repro`` in its own process group; with ``kill_stage``, SIGKILL the whole group ``delay``
+    seconds after the ``Running stage '<kill_stage>'`` line."""
+    r = Repro(t0=time.monotonic())
+    proc = subprocess.Popen(
+        [str(clone / ".venv" / "bin" / "python"), "-m", "dvc", "repro"],
+        cwd=clone,
+        env=_env(clone),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    r.pid = proc.pid
+    started = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.monotonic()
+            r.lines.append((now, line.rstrip("\n")))
+            m = RUNNING.match(line)
+            if m:
+                r.starts.setdefault(m.group(1), now)
+                if m.group(1) == kill_stage:
+                    started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if kill_stage is not None:
+        while not started.wait(0.05):
+            if proc.poll() is not None:
+                break
+        if started.is_set():
+            time.sleep(max(0.0, r.starts[kill_stage] + delay - time.monotonic()))
+            with_kill = time.monotonic()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            r.end = with_kill
+    r.rc = proc.wait()
+    reader.join(timeout=30)
+    if not r.end:
+        r.end = time.monotonic()
+    return r
+
+
+def durations(r: Repro) -> dict[str, float]:
+    """Each stage's time from its ``Running stage`` line to the next stage's (or the end)."""
+    order = sorted(r.starts.items(), key=lambda kv: kv[1])
+    ends = [t for _, t in order[1:]] + [r.end]
+    return {name: end - t for (name, t), end in zip(order, ends, strict=True)}
+
+
+def running_at(r: Repro, t: float) -> str:
+    """The stage DVC was running at time ``t``."""
+    before = [(start, name) for name, start in r.starts.items() if start <= t]
+    return max(before)[1] if before else "-"
+
+
+def rwlock_entries(clone: Path, pid: int) -> int | str:
+    """How many paths ``.dvc/tmp/rwlock`` holds for ``pid`` (``"corrupt"`` when it is unreadable)."""
+    path = clone / ".dvc" / "tmp" / "rwlock"
+    if not path.exists():
+        return 0
+    try:
+        lock = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return "corrupt"
+    n = sum(1 for info in lock.get("write", {}).values() if info.get("pid") == pid)
+    n += sum(1 for infos in lock.get("read", {}).values() for info in infos if info.get("pid") == pid)
+    return n
+
+
+@dataclass
+class Trial:
+    trial: int
+    stage: str
+    delay: float
+    moment: float | None = None
+    running: str = "-"
+    left: str = ""
+    repaired: list[str] = field(default_factory=list)
+    resume_rc: int | None = None
+    resume_ran: list[str] = field(default_factory=list)
+    stale_cleared: bool = False
+    equal: bool = False
+    diff: list[str] = field(default_factory=list)
+    resume_s: float = 0.0
+    tail: str = ""
+
+
+def schedule(n: int, seed: int, ref: dict[str, float]) -> list[tuple[str, float]]:
+    """``n`` (stage, delay) pairs: every group of :data:`GROUPS` ``n // 4`` times plus a seeded draw of the
+    rest, shuffled; the split of prepare/graphs and the delay (uniform in [0, the stage's reference
+    duration]) drawn from the same seeded RNG."""
+    rng = random.Random(seed)
+    groups = list(GROUPS) * (n // len(GROUPS)) + rng.sample(GROUPS, n % len(GROUPS))
+    rng.shuffle(groups)
+    out = []
+    for g in groups:
+        name = f"{g}@{rng.choice(SPLITS)}" if g in ("prepare", "graphs") else g
+        out.append((name, round(rng.uniform(0.0, ref[name]), 2)))
+    return out
+
+
+def run_trial(clone: Path, i: int, stage: str, delay: float, reference: dict[str, str | None]) -> Trial:
+    reset(clone)
+    t = Trial(i, stage, delay)
+    killed = repro(clone, stage, delay)
+    if stage not in killed.starts:
+        t.left = f"stage never started (rc {killed.rc})"
+        t.tail = "\n".join(line for _, line in killed.lines[-15:])
+        return t
+    t.moment = round(killed.end - killed.starts[stage], 2)
+    t.running = running_at(killed, killed.end)
+    if killed.rc != -signal.SIGKILL:
+        t.left = f"dvc had already exited ({killed.rc}) "
+    problem = check_lock(clone)
+    rw = rwlock_entries(clone, killed.pid)
+    has_lock = (clone / ".dvc" / "tmp" / "lock").exists()
+    t.left += (
+        f"dvc.lock {'ok' if problem is None else problem}; rwlock: {rw} stale entr{'y' if rw == 1 else 'ies'}"
+        f"{'; .dvc/tmp/lock' if has_lock else ''}"
+    )
+    t.repaired = repair_lock(clone)
+    t0 = time.monotonic()
+    resumed = repro(clone)
+    t.resume_s = round(time.monotonic() - t0, 1)
+    t.resume_rc = resumed.rc
+    t.resume_ran = sorted(resumed.starts, key=resumed.starts.__getitem__)
+    out = "\n".join(line for _, line in resumed.lines)
+    t.stale_cleared = "had been killed. Auto removed it" in out
+    if resumed.rc != 0:
+        t.tail = "\n".join(line for _, line in resumed.lines[-25:])
+        return t
+    got = lock_hashes(clone)
+    t.diff = [p for p in HASHED if got[p] != reference[p]]
+    t.equal = not t.diff
+    return t
+
+
+def table(trials: list[Trial]) -> str:
+    rows = [
+        "| trial | stage | moment (s after its start) | running at the kill | left by the kill | resume "
+        "| resume reran | hashes equal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t in trials:
+        moment = "-" if t.moment is None else f"{t.moment:.1f}"
+        left = t.left + ("; repaired: " + " / ".join(t.repaired) if t.repaired else "")
+        if t.stale_cleared:
+            left += " (DVC removed the stale rwlock entry)"
+        resume = "ok" if t.resume_rc == 0 else f"error ({t.resume_rc})"
+        ran = ", ".join(t.resume_ran) or "nothing"
+        equal = "yes" if t.equal else ("no: " + ", ".join(t.diff) if t.diff else "no")
+        rows.append(
+            f"| {t.trial} | {t.stage} | {moment} | {t.running} | {left} | {resume} "
+            f"| {ran} ({t.resume_s:.0f} s) | {equal} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", type=Path, default=None, help="folder for the clone (default: a temporary one)")
+    ap.add_argument("--json", type=Path, default=None, help="write the reference and the trials as JSON")
+    ap.add_argument("--keep", action="store_true", help="keep the clone")
+    args = ap.parse_args(argv)
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="pgnn-kill-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        clone = make_clone(work)
+        reset(clone)
+        t0 = time.monotonic()
+        ref_run = repro(clone)
+        if ref_run.rc != 0:
+            print("\n".join(line for _, line in ref_run.lines[-30:]))
+            raise SystemExit(f"the uninterrupted reference run failed ({ref_run.rc})")
+        ref_s = time.monotonic() - t0
+        reference = lock_hashes(clone)
+        missing = [p for p, h in reference.items() if h is None]
+        if missing:
+            raise SystemExit(f"the reference dvc.lock records no md5 for {missing}")
+        ref_dur = durations(ref_run)
+        print(
+            f"reference run: {ref_s:.0f} s; stage seconds: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in ref_dur.items())
+        )
+        trials = []
+        for i, (stage, delay) in enumerate(schedule(args.trials, args.seed, ref_dur), start=1):
+            t = run_trial(clone, i, stage, delay, reference)
+            trials.append(t)
+            status = "ok" if t.resume_rc == 0 and t.equal else "FAILED"
+            print(f"trial {i}: {stage} +{delay:.2f} s: {status}", flush=True)
+            if t.tail:
+                print(t.tail)
+        print()
+        print(table(trials))
+        if args.json:
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "reference": reference,
+                        "reference_s": ref_s,
+                        "stage_s": ref_dur,
+                        "trials": [asdict(t) for t in trials],
+                    },
+                    indent=2,
+                )
+            )
+        return 0 if all(t.resume_rc == 0 and t.equal for t in trials) else 1
+    finally:
+        if not args.keep and args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
