@@ -7,18 +7,21 @@ run.
 It works in a temporary clone of this repository (``git clone`` of the committed HEAD, ``.venv`` symlinked to
 this interpreter's environment) with a smaller synthetic config written to params.yaml and committed there
 (8 frames, one frame per shard so prepare and graphs leave finished shards behind, 40 training steps with a
-checkpoint every 10). It runs the pipeline once uninterrupted for the reference hashes (the ``md5`` that
+checkpoint every 10). It runs the pipeline once uninterrupted for the reference: the ``md5`` that
 ``dvc.lock`` records for the prepared and graph shards, the ground-truth database, ``models/model.pt``, the
-val predictions and ``metrics/eval.json``) and each stage's duration. Then, per trial, from a fresh state
-(outputs, ``dvc.lock`` back to the clone's HEAD, DVC cache and ``.dvc/tmp`` wiped: what a fresh clone sees):
+val predictions and ``metrics/eval.json``, and each stage's duration; it commits that run's ``dvc.lock`` in
+the clone (as the README's workflow does) and keeps a copy of the workspace. Then, per trial:
 
 1. pick (seeded) a stage and a delay, uniform in [0, the stage's reference duration] (which includes DVC's
    hashing of the outputs and its lock-file write after the command),
-2. start ``dvc repro`` in a new process group, wait for its ``Running stage '<stage>'`` line, sleep the
+2. restore the workspace copy and make the stage and everything downstream of it (the stage table's deps)
+   never-run: their outputs deleted, their ``dvc.lock`` entries removed, no DVC cache or run cache, no
+   ``.dvc/tmp`` (what a fresh clone that has run the upstream stages sees),
+3. start ``dvc repro`` in a new process group, wait for its ``Running stage '<stage>'`` line, sleep the
    delay, ``os.killpg(pgid, SIGKILL)`` (DVC, the stage's python and its worker processes),
-3. record what the kill left: ``dvc.lock`` state (:func:`pgnn.pipeline.lockfile.check_lock`), entries of the
+4. record what the kill left: ``dvc.lock`` state (:func:`pgnn.pipeline.lockfile.check_lock`), entries of the
    killed PID in ``.dvc/tmp/rwlock``, ``.dvc/tmp/lock``,
-4. repair what needs it (:func:`pgnn.pipeline.lockfile.repair_lock`, what ``make pipeline`` does), run
+5. repair what needs it (:func:`pgnn.pipeline.lockfile.repair_lock`, what ``make pipeline`` does), run
    ``dvc repro`` and compare the hashes with the reference.
 
 It prints a markdown table (trial, stage, moment of the kill, what the kill left, the resume's result and
@@ -49,7 +52,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from pgnn.pipeline.lockfile import check_lock, repair_lock  # noqa: E402
-from pgnn.pipeline.stages import SPLITS  # noqa: E402
+from pgnn.pipeline.stages import SPLITS, STAGES, artifact_path  # noqa: E402
 
 GROUPS = ("prepare", "graphs", "train", "predict")
 HASHED = (
@@ -104,6 +107,8 @@ def make_clone(work: Path) -> Path:
     clone = work / "repo"
     _check(_run(work, "git", "clone", "-q", str(REPO), str(clone)))
     (clone / ".venv").symlink_to(Path(sys.prefix))
+    with open(clone / ".git" / "info" / "exclude", "a") as f:
+        f.write(".venv\n")
     params = yaml.safe_load((clone / "params.yaml").read_text())
     for section, values in SMALL.items():
         params[section] = {**(params.get(section) or {}), **values}
@@ -112,11 +117,46 @@ def make_clone(work: Path) -> Path:
     return clone
 
 
-def reset(clone: Path) -> None:
-    """Back to the fresh clone's state: tracked files as committed (``dvc.lock``, ``metrics/``, the dvclive
-    curves), every untracked or ignored file (outputs, DVC cache, ``.dvc/tmp``) removed except ``.venv``."""
-    _check(_run(clone, "git", "checkout", "-q", "--", "."))
-    _check(_run(clone, "git", "clean", "-fdxq", "-e", ".venv"))
+def stage_graph() -> dict[str, tuple[list[str], list[str]]]:
+    """DVC stage name (``graphs@val``) -> (deps, outs) artifact paths, from the stage table."""
+    graph = {}
+    for st in STAGES:
+        for item in st.foreach or (None,):
+            name = f"{st.name}@{item}" if item else st.name
+            deps = ["data/synthetic" if d.startswith("${") else artifact_path(d, item) for d in st.deps]
+            graph[name] = (deps, [artifact_path(o.artifact, item) for o in st.outs])
+    return graph
+
+
+def downstream(stage: str) -> list[str]:
+    """``stage`` and every stage that depends on its outputs, directly or not."""
+    graph = stage_graph()
+    todo, seen = [stage], [stage]
+    while todo:
+        outs = graph[todo.pop()][1]
+        for name, (deps, _) in graph.items():
+            if name not in seen and any(d == o or d.startswith(o + "/") for d in deps for o in outs):
+                seen.append(name)
+                todo.append(name)
+    return seen
+
+
+def restore(snapshot: Path, clone: Path, stage: str) -> None:
+    """The reference workspace, with ``stage`` and its downstream stages never run (outputs and lock
+    entries gone), without DVC cache or ``.dvc/tmp``."""
+    shutil.rmtree(clone)
+    shutil.copytree(snapshot, clone, symlinks=True)
+    graph = stage_graph()
+    lock = yaml.safe_load((clone / "dvc.lock").read_text())
+    for name in downstream(stage):
+        lock["stages"].pop(name, None)
+        for out in graph[name][1]:
+            path = clone / out
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    (clone / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
 
 
 def lock_hashes(clone: Path) -> dict[str, str | None]:
@@ -245,8 +285,10 @@ def schedule(n: int, seed: int, ref: dict[str, float]) -> list[tuple[str, float]
     return out
 
 
-def run_trial(clone: Path, i: int, stage: str, delay: float, reference: dict[str, str | None]) -> Trial:
-    reset(clone)
+def run_trial(
+    snapshot: Path, clone: Path, i: int, stage: str, delay: float, reference: dict[str, str | None]
+) -> Trial:
+    restore(snapshot, clone, stage)
     t = Trial(i, stage, delay)
     killed = repro(clone, stage, delay)
     if stage not in killed.starts:
@@ -261,8 +303,9 @@ def run_trial(clone: Path, i: int, stage: str, delay: float, reference: dict[str
     rw = rwlock_entries(clone, killed.pid)
     has_lock = (clone / ".dvc" / "tmp" / "lock").exists()
     t.left += (
-        f"dvc.lock {'ok' if problem is None else problem}; rwlock: {rw} stale entr{'y' if rw == 1 else 'ies'}"
-        f"{'; .dvc/tmp/lock' if has_lock else ''}"
+        f"dvc.lock {'ok' if problem is None else problem}; rwlock: "
+        f"{rw if isinstance(rw, str) else f'{rw} paths held by the dead PID'}"
+        f"{'; .dvc/tmp/lock file' if has_lock else ''}"
     )
     t.repaired = repair_lock(clone)
     t0 = time.monotonic()
@@ -291,7 +334,7 @@ def table(trials: list[Trial]) -> str:
         moment = "-" if t.moment is None else f"{t.moment:.1f}"
         left = t.left + ("; repaired: " + " / ".join(t.repaired) if t.repaired else "")
         if t.stale_cleared:
-            left += " (DVC removed the stale rwlock entry)"
+            left += " (the resume's DVC removed the stale rwlock entries)"
         resume = "ok" if t.resume_rc == 0 else f"error ({t.resume_rc})"
         ran = ", ".join(t.resume_ran) or "nothing"
         equal = "yes" if t.equal else ("no: " + ", ".join(t.diff) if t.diff else "no")
@@ -315,7 +358,6 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         clone = make_clone(work)
-        reset(clone)
         t0 = time.monotonic()
         ref_run = repro(clone)
         if ref_run.rc != 0:
@@ -327,13 +369,23 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             raise SystemExit(f"the reference dvc.lock records no md5 for {missing}")
         ref_dur = durations(ref_run)
+        _check(_run(clone, "git", "add", "-A"))
+        _check(_run(clone, "git", "commit", "-qm", "kill harness: the reference run"))
+        snapshot = work / "reference"
+        dvc_dir = clone / ".dvc"
+        shutil.copytree(
+            clone,
+            snapshot,
+            symlinks=True,
+            ignore=lambda d, names: {"cache", "tmp"} & set(names) if Path(d) == dvc_dir else set(),
+        )
         print(
             f"reference run: {ref_s:.0f} s; stage seconds: "
             + ", ".join(f"{k} {v:.1f}" for k, v in ref_dur.items())
         )
         trials = []
         for i, (stage, delay) in enumerate(schedule(args.trials, args.seed, ref_dur), start=1):
-            t = run_trial(clone, i, stage, delay, reference)
+            t = run_trial(snapshot, clone, i, stage, delay, reference)
             trials.append(t)
             status = "ok" if t.resume_rc == 0 and t.equal else "FAILED"
             print(f"trial {i}: {stage} +{delay:.2f} s: {status}", flush=True)
