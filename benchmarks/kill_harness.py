@@ -9,14 +9,17 @@ this interpreter's environment) with a smaller synthetic config written to param
 (8 frames, one frame per shard so prepare and graphs leave finished shards behind, 40 training steps with a
 checkpoint every 10). It runs the pipeline once uninterrupted for the reference: the ``md5`` that
 ``dvc.lock`` records for the prepared and graph shards, the ground-truth database, ``models/model.pt``, the
-val predictions and ``metrics/eval.json``, and each stage's duration; it commits that run's ``dvc.lock`` in
-the clone (as the README's workflow does) and keeps a copy of the workspace. Then, per trial:
+val predictions and ``metrics/eval.json``; it commits that run's ``dvc.lock`` in the clone (as the README's
+workflow does) and keeps a copy of the workspace and the DVC cache, less the run cache. A second,
+uninterrupted run of every stage but ``synth`` from that copy must give the same hashes (run-to-run
+determinism, without which the comparison means nothing) and gives each stage's duration with warm caches
+(numba, page cache). Then, per trial:
 
 1. pick (seeded) a stage and a delay, uniform in [0, the stage's reference duration] (which includes DVC's
    hashing of the outputs and its lock-file write after the command),
 2. restore the workspace copy and make the stage and everything downstream of it (the stage table's deps)
-   never-run: their outputs deleted, their ``dvc.lock`` entries removed, no DVC cache or run cache, no
-   ``.dvc/tmp`` (what a fresh clone that has run the upstream stages sees),
+   never-run: their outputs deleted, their ``dvc.lock`` entries removed, no run cache, no ``.dvc/tmp``
+   (upstream stages are up to date and skipped),
 3. start ``dvc repro`` in a new process group, wait for its ``Running stage '<stage>'`` line, sleep the
    delay, ``os.killpg(pgid, SIGKILL)`` (DVC, the stage's python and its worker processes),
 4. record what the kill left: ``dvc.lock`` state (:func:`pgnn.pipeline.lockfile.check_lock`), entries of the
@@ -42,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -141,14 +145,21 @@ def downstream(stage: str) -> list[str]:
     return seen
 
 
-def restore(snapshot: Path, clone: Path, stage: str) -> None:
-    """The reference workspace, with ``stage`` and its downstream stages never run (outputs and lock
-    entries gone), without DVC cache or ``.dvc/tmp``."""
+def snapshot_of(clone: Path, dest: Path) -> None:
+    """Copy the clone to ``dest``, less ``.dvc/tmp`` and the run cache (``.dvc/cache/runs``: with it DVC
+    would restore a never-run stage's outputs instead of running it)."""
+    skip = {clone / ".dvc": {"tmp"}, clone / ".dvc" / "cache": {"runs"}}
+    shutil.copytree(clone, dest, symlinks=True, ignore=lambda d, names: skip.get(Path(d), set()) & set(names))
+
+
+def restore(snapshot: Path, clone: Path, stages: Sequence[str]) -> None:
+    """The snapshot's workspace, with ``stages`` and their downstream stages never run (outputs and lock
+    entries gone)."""
     shutil.rmtree(clone)
     shutil.copytree(snapshot, clone, symlinks=True)
     graph = stage_graph()
     lock = yaml.safe_load((clone / "dvc.lock").read_text())
-    for name in downstream(stage):
+    for name in {n for st in stages for n in downstream(st)}:
         lock["stages"].pop(name, None)
         for out in graph[name][1]:
             path = clone / out
@@ -260,7 +271,11 @@ class Trial:
     delay: float
     moment: float | None = None
     running: str = "-"
-    left: str = ""
+    killed_ran: list[str] = field(default_factory=list)
+    exited_before_kill: int | None = None
+    lock: str = "ok"
+    rwlock: int | str = 0
+    lock_file: bool = False
     repaired: list[str] = field(default_factory=list)
     resume_rc: int | None = None
     resume_ran: list[str] = field(default_factory=list)
@@ -288,25 +303,20 @@ def schedule(n: int, seed: int, ref: dict[str, float]) -> list[tuple[str, float]
 def run_trial(
     snapshot: Path, clone: Path, i: int, stage: str, delay: float, reference: dict[str, str | None]
 ) -> Trial:
-    restore(snapshot, clone, stage)
+    restore(snapshot, clone, [stage])
     t = Trial(i, stage, delay)
     killed = repro(clone, stage, delay)
+    t.killed_ran = sorted(killed.starts, key=killed.starts.__getitem__)
     if stage not in killed.starts:
-        t.left = f"stage never started (rc {killed.rc})"
         t.tail = "\n".join(line for _, line in killed.lines[-15:])
         return t
     t.moment = round(killed.end - killed.starts[stage], 2)
     t.running = running_at(killed, killed.end)
     if killed.rc != -signal.SIGKILL:
-        t.left = f"dvc had already exited ({killed.rc}) "
-    problem = check_lock(clone)
-    rw = rwlock_entries(clone, killed.pid)
-    has_lock = (clone / ".dvc" / "tmp" / "lock").exists()
-    t.left += (
-        f"dvc.lock {'ok' if problem is None else problem}; rwlock: "
-        f"{rw if isinstance(rw, str) else f'{rw} paths held by the dead PID'}"
-        f"{'; .dvc/tmp/lock file' if has_lock else ''}"
-    )
+        t.exited_before_kill = killed.rc
+    t.lock = check_lock(clone) or "ok"
+    t.rwlock = rwlock_entries(clone, killed.pid)
+    t.lock_file = (clone / ".dvc" / "tmp" / "lock").exists()
     t.repaired = repair_lock(clone)
     t0 = time.monotonic()
     resumed = repro(clone)
@@ -326,21 +336,22 @@ def run_trial(
 
 def table(trials: list[Trial]) -> str:
     rows = [
-        "| trial | stage | moment (s after its start) | running at the kill | left by the kill | resume "
-        "| resume reran | hashes equal |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trial | stage | moment (s after it started) | running at the kill | dvc.lock after the kill "
+        "| stale rwlock entries (paths) | resume | resume reran (s) | hashes equal |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for t in trials:
         moment = "-" if t.moment is None else f"{t.moment:.1f}"
-        left = t.left + ("; repaired: " + " / ".join(t.repaired) if t.repaired else "")
-        if t.stale_cleared:
-            left += " (the resume's DVC removed the stale rwlock entries)"
+        if t.exited_before_kill is not None:
+            moment += f" (dvc had exited, {t.exited_before_kill})"
+        lock = t.lock + (" -> " + " / ".join(t.repaired) if t.repaired else "")
+        rw = f"{t.rwlock}" + (", cleared by DVC" if t.stale_cleared else "")
         resume = "ok" if t.resume_rc == 0 else f"error ({t.resume_rc})"
         ran = ", ".join(t.resume_ran) or "nothing"
         equal = "yes" if t.equal else ("no: " + ", ".join(t.diff) if t.diff else "no")
         rows.append(
-            f"| {t.trial} | {t.stage} | {moment} | {t.running} | {left} | {resume} "
-            f"| {ran} ({t.resume_s:.0f} s) | {equal} |"
+            f"| {t.trial} | {t.stage} | {moment} | {t.running} | {lock} | {rw} | {resume} "
+            f"| {ran} ({t.resume_s:.0f}) | {equal} |"
         )
     return "\n".join(rows)
 
@@ -368,23 +379,26 @@ def main(argv: list[str] | None = None) -> int:
         missing = [p for p, h in reference.items() if h is None]
         if missing:
             raise SystemExit(f"the reference dvc.lock records no md5 for {missing}")
-        ref_dur = durations(ref_run)
         _check(_run(clone, "git", "add", "-A"))
         _check(_run(clone, "git", "commit", "-qm", "kill harness: the reference run"))
         snapshot = work / "reference"
-        dvc_dir = clone / ".dvc"
-        shutil.copytree(
-            clone,
-            snapshot,
-            symlinks=True,
-            ignore=lambda d, names: {"cache", "tmp"} & set(names) if Path(d) == dvc_dir else set(),
-        )
+        snapshot_of(clone, snapshot)
+        print(f"reference run: {ref_s:.0f} s", flush=True)
+        restore(snapshot, clone, [f"prepare@{split}" for split in SPLITS])
+        calib = repro(clone)
+        if calib.rc != 0 or lock_hashes(clone) != reference:
+            print("\n".join(line for _, line in calib.lines[-30:]))
+            raise SystemExit(
+                f"a second uninterrupted run (exit {calib.rc}) did not give the reference hashes"
+            )
+        stage_s = durations(calib)
         print(
-            f"reference run: {ref_s:.0f} s; stage seconds: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in ref_dur.items())
+            f"second run (all but synth, warm): {calib.end - calib.t0:.0f} s, same hashes; stage seconds: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in stage_s.items()),
+            flush=True,
         )
         trials = []
-        for i, (stage, delay) in enumerate(schedule(args.trials, args.seed, ref_dur), start=1):
+        for i, (stage, delay) in enumerate(schedule(args.trials, args.seed, stage_s), start=1):
             t = run_trial(snapshot, clone, i, stage, delay, reference)
             trials.append(t)
             status = "ok" if t.resume_rc == 0 and t.equal else "FAILED"
@@ -399,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                     {
                         "reference": reference,
                         "reference_s": ref_s,
-                        "stage_s": ref_dur,
+                        "stage_s": stage_s,
                         "trials": [asdict(t) for t in trials],
                     },
                     indent=2,
