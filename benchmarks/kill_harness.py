@@ -2,7 +2,7 @@
 followed by a plain `dvc repro` (the resume), which must end with the same output hashes as an uninterrupted
 run.
 
-    .venv/bin/python benchmarks/kill_harness.py --trials 10 [--seed 0] [--work DIR] [--json out.json]
+    .venv/bin/python benchmarks/kill_harness.py --trials 10 [--lock-kills 3] [--seed 0] [--work D] [--json F]
 
 It works in a temporary clone of this repository (``git clone`` of the committed HEAD, ``.venv`` symlinked to
 this interpreter's environment) with a smaller synthetic config written to params.yaml and committed there
@@ -15,8 +15,8 @@ uninterrupted run of every stage but ``synth`` from that copy must give the same
 determinism, without which the comparison means nothing) and gives each stage's duration with warm caches
 (numba, page cache). Then, per trial:
 
-1. pick (seeded) a stage and a delay, uniform in [0, the stage's reference duration] (which includes DVC's
-   hashing of the outputs and its lock-file write after the command),
+1. pick (seeded) a stage and a delay, uniform in [0, the stage's duration in the second run] (which includes
+   DVC's hashing of the outputs and its lock-file write after the command),
 2. restore the workspace copy and make the stage and everything downstream of it (the stage table's deps)
    never-run: their outputs deleted, their ``dvc.lock`` entries removed, no run cache, no ``.dvc/tmp``
    (upstream stages are up to date and skipped),
@@ -27,6 +27,10 @@ determinism, without which the comparison means nothing) and gives each stage's 
 5. repair what needs it (:func:`pgnn.pipeline.lockfile.repair_lock`, what ``make pipeline`` does), run
    ``dvc repro`` and compare the hashes with the reference.
 
+``--lock-kills N`` adds N trials that kill ``predict``'s ``dvc repro`` the moment DVC logs ``Updating lock
+file`` (just before it truncates ``dvc.lock`` and dumps the new one in place): the kill that can leave a
+0-byte or truncated lock, which step 5 then repairs.
+
 It prints a markdown table (trial, stage, moment of the kill, what the kill left, the resume's result and
 whether the hashes are equal) and exits 1 when a resume failed or a hash differed.
 """
@@ -34,6 +38,7 @@ whether the hashes are equal) and exits 1 when a resume failed or a hash differe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -189,9 +194,12 @@ class Repro:
     end: float = 0.0
 
 
-def repro(clone: Path, kill_stage: str | None = None, delay: float = 0.0) -> Repro:
+def repro(
+    clone: Path, kill_stage: str | None = None, delay: float = 0.0, at_lock_write: bool = False
+) -> Repro:
     """Run ``dvc repro`` in its own process group; with ``kill_stage``, SIGKILL the whole group ``delay``
-    seconds after the ``Running stage '<kill_stage>'`` line."""
+    seconds after the ``Running stage '<kill_stage>'`` line, or (``at_lock_write``) as soon as DVC logs
+    ``Updating lock file`` for that stage (DVC logs it just before it truncates and rewrites ``dvc.lock``)."""
     r = Repro(t0=time.monotonic())
     proc = subprocess.Popen(
         [str(clone / ".venv" / "bin" / "python"), "-m", "dvc", "repro"],
@@ -215,20 +223,22 @@ def repro(clone: Path, kill_stage: str | None = None, delay: float = 0.0) -> Rep
                 r.starts.setdefault(m.group(1), now)
                 if m.group(1) == kill_stage:
                     started.set()
+            elif at_lock_write and started.is_set() and not r.end and line.startswith("Updating lock file"):
+                r.end = now
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    if kill_stage is not None:
+    if kill_stage is not None and not at_lock_write:
         while not started.wait(0.05):
             if proc.poll() is not None:
                 break
         if started.is_set():
             time.sleep(max(0.0, r.starts[kill_stage] + delay - time.monotonic()))
             with_kill = time.monotonic()
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             r.end = with_kill
     r.rc = proc.wait()
     reader.join(timeout=30)
@@ -268,7 +278,8 @@ def rwlock_entries(clone: Path, pid: int) -> int | str:
 class Trial:
     trial: int
     stage: str
-    delay: float
+    delay: float | None
+    """Seconds after the stage's start; None: killed at its lock-file write."""
     moment: float | None = None
     running: str = "-"
     killed_ran: list[str] = field(default_factory=list)
@@ -276,6 +287,8 @@ class Trial:
     lock: str = "ok"
     rwlock: int | str = 0
     lock_file: bool = False
+    partial: dict[str, int] = field(default_factory=dict)
+    """Files the kill left in the outputs of the stage it hit (what the resume starts from)."""
     repaired: list[str] = field(default_factory=list)
     resume_rc: int | None = None
     resume_ran: list[str] = field(default_factory=list)
@@ -305,7 +318,7 @@ def run_trial(
 ) -> Trial:
     restore(snapshot, clone, [stage])
     t = Trial(i, stage, delay)
-    killed = repro(clone, stage, delay)
+    killed = repro(clone, stage, delay or 0.0, at_lock_write=delay is None)
     t.killed_ran = sorted(killed.starts, key=killed.starts.__getitem__)
     if stage not in killed.starts:
         t.tail = "\n".join(line for _, line in killed.lines[-15:])
@@ -317,6 +330,11 @@ def run_trial(
     t.lock = check_lock(clone) or "ok"
     t.rwlock = rwlock_entries(clone, killed.pid)
     t.lock_file = (clone / ".dvc" / "tmp" / "lock").exists()
+    if t.running in stage_graph():
+        for out in stage_graph()[t.running][1]:
+            path = clone / out
+            files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path] * path.exists()
+            t.partial[out] = len(files)
     t.repaired = repair_lock(clone)
     t0 = time.monotonic()
     resumed = repro(clone)
@@ -336,21 +354,24 @@ def run_trial(
 
 def table(trials: list[Trial]) -> str:
     rows = [
-        "| trial | stage | moment (s after it started) | running at the kill | dvc.lock after the kill "
-        "| stale rwlock entries (paths) | resume | resume reran (s) | hashes equal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| trial | stage | moment (s after it started) | running at the kill | files in its outputs "
+        "| dvc.lock after the kill | stale rwlock entries | resume | resume reran (s) | hashes equal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in trials:
         moment = "-" if t.moment is None else f"{t.moment:.1f}"
+        if t.delay is None:
+            moment += " (its lock write)"
         if t.exited_before_kill is not None:
             moment += f" (dvc had exited, {t.exited_before_kill})"
         lock = t.lock + (" -> " + " / ".join(t.repaired) if t.repaired else "")
+        partial = ", ".join(f"{k}: {v}" for k, v in t.partial.items() if v) or "none"
         rw = f"{t.rwlock}" + (", cleared by DVC" if t.stale_cleared else "")
         resume = "ok" if t.resume_rc == 0 else f"error ({t.resume_rc})"
         ran = ", ".join(t.resume_ran) or "nothing"
         equal = "yes" if t.equal else ("no: " + ", ".join(t.diff) if t.diff else "no")
         rows.append(
-            f"| {t.trial} | {t.stage} | {moment} | {t.running} | {lock} | {rw} | {resume} "
+            f"| {t.trial} | {t.stage} | {moment} | {t.running} | {partial} | {lock} | {rw} | {resume} "
             f"| {ran} ({t.resume_s:.0f}) | {equal} |"
         )
     return "\n".join(rows)
@@ -359,6 +380,12 @@ def table(trials: list[Trial]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument(
+        "--lock-kills",
+        type=int,
+        default=0,
+        help="extra trials that kill predict at its dvc.lock write (the 'Updating lock file' line)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=None, help="folder for the clone (default: a temporary one)")
     ap.add_argument("--json", type=Path, default=None, help="write the reference and the trials as JSON")
@@ -398,11 +425,14 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         trials = []
-        for i, (stage, delay) in enumerate(schedule(args.trials, args.seed, stage_s), start=1):
+        plan: list[tuple[str, float | None]] = [*schedule(args.trials, args.seed, stage_s)]
+        plan += [("predict", None)] * args.lock_kills
+        for i, (stage, delay) in enumerate(plan, start=1):
             t = run_trial(snapshot, clone, i, stage, delay, reference)
             trials.append(t)
             status = "ok" if t.resume_rc == 0 and t.equal else "FAILED"
-            print(f"trial {i}: {stage} +{delay:.2f} s: {status}", flush=True)
+            when = "at its lock write" if delay is None else f"+{delay:.2f} s"
+            print(f"trial {i}: {stage} {when}: {status}", flush=True)
             if t.tail:
                 print(t.tail)
         print()
