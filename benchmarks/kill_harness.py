@@ -25,11 +25,12 @@ determinism, without which the comparison means nothing) and gives each stage's 
 4. record what the kill left: ``dvc.lock`` state (:func:`pgnn.pipeline.lockfile.check_lock`), entries of the
    killed PID in ``.dvc/tmp/rwlock``, ``.dvc/tmp/lock``,
 5. repair what needs it (:func:`pgnn.pipeline.lockfile.repair_lock`, what ``make pipeline`` does), run
-   ``dvc repro`` and compare the hashes with the reference.
+   ``dvc repro`` and compare the hashes with the reference; "equal" also needs ``dvc status`` to find the
+   workspace matching ``dvc.lock``.
 
-``--lock-kills N`` adds N trials that kill ``predict``'s ``dvc repro`` the moment DVC logs ``Updating lock
-file`` (just before it truncates ``dvc.lock`` and dumps the new one in place): the kill that can leave a
-0-byte or truncated lock, which step 5 then repairs.
+``--lock-kills N`` adds N trials that kill ``predict``'s ``dvc repro`` the moment ``dvc.lock`` changes on disk
+after the stage started (polled every 0.5 ms: DVC has just truncated it and is dumping the new one in
+place): the kill that can leave a 0-byte or truncated lock, which step 5 then repairs.
 
 It prints a markdown table (trial, stage, moment of the kill, what the kill left, the resume's result and
 whether the hashes are equal) and exits 1 when a resume failed or a hash differed.
@@ -198,8 +199,8 @@ def repro(
     clone: Path, kill_stage: str | None = None, delay: float = 0.0, at_lock_write: bool = False
 ) -> Repro:
     """Run ``dvc repro`` in its own process group; with ``kill_stage``, SIGKILL the whole group ``delay``
-    seconds after the ``Running stage '<kill_stage>'`` line, or (``at_lock_write``) as soon as DVC logs
-    ``Updating lock file`` for that stage (DVC logs it just before it truncates and rewrites ``dvc.lock``)."""
+    seconds after the ``Running stage '<kill_stage>'`` line, or (``at_lock_write``) as soon as ``dvc.lock``
+    changes on disk after that line (DVC truncates it, then dumps the new content in place)."""
     r = Repro(t0=time.monotonic())
     proc = subprocess.Popen(
         [str(clone / ".venv" / "bin" / "python"), "-m", "dvc", "repro"],
@@ -223,14 +224,30 @@ def repro(
                 r.starts.setdefault(m.group(1), now)
                 if m.group(1) == kill_stage:
                     started.set()
-            elif at_lock_write and started.is_set() and not r.end and line.startswith("Updating lock file"):
-                r.end = now
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    if kill_stage is not None and not at_lock_write:
+    lock = clone / "dvc.lock"
+
+    def stamp() -> tuple[int, int] | None:
+        with contextlib.suppress(FileNotFoundError):
+            st = lock.stat()
+            return st.st_mtime_ns, st.st_size
+        return None
+
+    if kill_stage is not None and at_lock_write:
+        while not started.wait(0.05):
+            if proc.poll() is not None:
+                break
+        before = stamp()
+        while started.is_set() and proc.poll() is None:
+            if stamp() != before:
+                r.end = time.monotonic()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.0005)
+    elif kill_stage is not None:
         while not started.wait(0.05):
             if proc.poll() is not None:
                 break
@@ -293,6 +310,8 @@ class Trial:
     resume_rc: int | None = None
     resume_ran: list[str] = field(default_factory=list)
     stale_cleared: bool = False
+    status: str = ""
+    """``dvc status`` after the resume: "clean" when the workspace matches dvc.lock."""
     equal: bool = False
     diff: list[str] = field(default_factory=list)
     resume_s: float = 0.0
@@ -348,7 +367,11 @@ def run_trial(
         return t
     got = lock_hashes(clone)
     t.diff = [p for p in HASHED if got[p] != reference[p]]
-    t.equal = not t.diff
+    status = _run(clone, str(clone / ".venv" / "bin" / "python"), "-m", "dvc", "status", "--json")
+    t.status = "clean" if status.returncode == 0 and json.loads(status.stdout or "null") == {} else "changed"
+    if t.status != "clean":
+        t.tail = status.stdout + status.stderr
+    t.equal = not t.diff and t.status == "clean"
     return t
 
 
@@ -369,7 +392,7 @@ def table(trials: list[Trial]) -> str:
         rw = f"{t.rwlock}" + (", cleared by DVC" if t.stale_cleared else "")
         resume = "ok" if t.resume_rc == 0 else f"error ({t.resume_rc})"
         ran = ", ".join(t.resume_ran) or "nothing"
-        equal = "yes" if t.equal else ("no: " + ", ".join(t.diff) if t.diff else "no")
+        equal = "yes" if t.equal else "no: " + (", ".join(t.diff) or f"dvc status {t.status}")
         rows.append(
             f"| {t.trial} | {t.stage} | {moment} | {t.running} | {partial} | {lock} | {rw} | {resume} "
             f"| {ran} ({t.resume_s:.0f}) | {equal} |"
@@ -384,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         "--lock-kills",
         type=int,
         default=0,
-        help="extra trials that kill predict at its dvc.lock write (the 'Updating lock file' line)",
+        help="extra trials that kill predict at its dvc.lock write (the moment dvc.lock changes on disk)",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=None, help="folder for the clone (default: a temporary one)")
