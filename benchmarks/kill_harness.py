@@ -2,15 +2,17 @@
 followed by a plain `dvc repro` (the resume), which must end with the same output hashes as an uninterrupted
 run.
 
-    .venv/bin/python benchmarks/kill_harness.py --trials 10 [--lock-kills 3] [--seed 0] [--work D] [--json F]
+    .venv/bin/python benchmarks/kill_harness.py --trials 10 [--lock-kills 3] [--frames 24] [--steps 40]
+                                                [--seed 0] [--work D] [--json F] [--keep]
 
 It works in a temporary clone of this repository (``git clone`` of the committed HEAD, ``.venv`` symlinked to
 this interpreter's environment) with a smaller synthetic config written to params.yaml and committed there
-(8 frames, one frame per shard so prepare and graphs leave finished shards behind, 40 training steps with a
-checkpoint every 10). It runs the pipeline once uninterrupted for the reference: the ``md5`` that
-``dvc.lock`` records for the prepared and graph shards, the ground-truth database, ``models/model.pt``, the
-val predictions and ``metrics/eval.json``; it commits that run's ``dvc.lock`` in the clone (as the README's
-workflow does) and keeps a copy of the workspace and the DVC cache, less the run cache. A second,
+(``--frames`` 24, 2 frames a shard so prepare and graphs leave finished shards behind, ``--steps`` 40
+training steps with a checkpoint every 10). It runs the pipeline once uninterrupted for the reference: the
+``md5`` that ``dvc.lock`` records for the prepared and graph shards, the ground-truth database,
+``models/model.pt``, the val predictions and ``metrics/eval.json``; it commits that run's ``dvc.lock`` in the
+clone (as the README's workflow does) and keeps a copy of the workspace and the DVC cache, less the run
+cache. A second,
 uninterrupted run of every stage but ``synth`` from that copy must give the same hashes (run-to-run
 determinism, without which the comparison means nothing) and gives each stage's duration with warm caches
 (numba, page cache). Then, per trial:
@@ -75,11 +77,21 @@ HASHED = (
     "data/predictions/val",
     "metrics/eval.json",
 )
-SMALL = {
-    "synthetic": {"frames": 8},
-    "data": {"frames_per_shard": 1},
-    "train": {"max_steps": 40, "checkpoint_every": 10, "log_every": 10},
-}
+
+
+def small_config(frames: int, steps: int) -> dict[str, dict[str, int]]:
+    """The params.yaml sections the harness overrides."""
+    return {
+        "synthetic": {"frames": frames},
+        "data": {"frames_per_shard": 2},
+        "train": {
+            "max_steps": steps,
+            "checkpoint_every": max(1, steps // 4),
+            "log_every": max(1, steps // 4),
+        },
+    }
+
+
 RUNNING = re.compile(r"^Running stage '([^']+)'")
 
 
@@ -112,7 +124,7 @@ def _check(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProces
     return proc
 
 
-def make_clone(work: Path) -> Path:
+def make_clone(work: Path, config: dict[str, dict[str, int]]) -> Path:
     """A clone of this repository's HEAD with the small config committed and ``.venv`` linked."""
     clone = work / "repo"
     _check(_run(work, "git", "clone", "-q", str(REPO), str(clone)))
@@ -120,7 +132,7 @@ def make_clone(work: Path) -> Path:
     with open(clone / ".git" / "info" / "exclude", "a") as f:
         f.write(".venv\n")
     params = yaml.safe_load((clone / "params.yaml").read_text())
-    for section, values in SMALL.items():
+    for section, values in config.items():
         params[section] = {**(params.get(section) or {}), **values}
     (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     _check(_run(clone, "git", "commit", "-qam", "kill harness: small config"))
@@ -409,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="extra trials that kill predict at its dvc.lock write (the moment dvc.lock changes on disk)",
     )
+    ap.add_argument("--frames", type=int, default=24, help="synthetic frames (half train, half val)")
+    ap.add_argument("--steps", type=int, default=40, help="training steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=None, help="folder for the clone (default: a temporary one)")
     ap.add_argument("--json", type=Path, default=None, help="write the reference and the trials as JSON")
@@ -418,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="pgnn-kill-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        clone = make_clone(work)
+        clone = make_clone(work, small_config(args.frames, args.steps))
         t0 = time.monotonic()
         ref_run = repro(clone)
         if ref_run.rc != 0:
