@@ -15,15 +15,19 @@ clone (as the README's workflow does) and keeps a copy of the workspace and the 
 cache. A second,
 uninterrupted run of every stage but ``synth`` from that copy must give the same hashes (run-to-run
 determinism, without which the comparison means nothing) and gives each stage's duration with warm caches
-(numba, page cache). Then, per trial:
+(numba, page cache) and the time to its first output file. Then, per trial:
 
-1. pick (seeded) a stage and a delay, uniform in [0, the stage's duration in the second run] (which includes
-   DVC's hashing of the outputs and its lock-file write after the command),
+1. pick (seeded) a stage, an anchor and a delay: odd trials from the stage's start, uniform in [0, its
+   duration in the second run] (which includes DVC's hashing of the outputs and its lock-file write after
+   the command); even trials from its first output file, uniform in [0, the rest of its duration] (prepare
+   and graphs spend most of their 1-3 s starting Python, so kills timed from the start mostly land before
+   their first shard),
 2. restore the workspace copy and make the stage and everything downstream of it (the stage table's deps)
    never-run: their outputs deleted, their ``dvc.lock`` entries removed, no run cache, no ``.dvc/tmp``
    (upstream stages are up to date and skipped),
-3. start ``dvc repro`` in a new process group, wait for its ``Running stage '<stage>'`` line, sleep the
-   delay, ``os.killpg(pgid, SIGKILL)`` (DVC, the stage's python and its worker processes),
+3. start ``dvc repro`` in a new process group, wait for its ``Running stage '<stage>'`` line (and for the
+   first file in the stage's outputs), sleep the delay, ``os.killpg(pgid, SIGKILL)`` (DVC, the stage's
+   python and its worker processes),
 4. record what the kill left: ``dvc.lock`` state (:func:`pgnn.pipeline.lockfile.check_lock`), entries of the
    killed PID in ``.dvc/tmp/rwlock``, ``.dvc/tmp/lock``,
 5. repair what needs it (:func:`pgnn.pipeline.lockfile.repair_lock`, what ``make pipeline`` does), run
@@ -205,14 +209,27 @@ class Repro:
     pid: int = 0
     t0: float = 0.0
     end: float = 0.0
+    first_output: dict[str, float] = field(default_factory=dict)
+    """When a file first appeared in each stage's outputs (``watch`` runs and the killed stage)."""
+
+
+def has_output(clone: Path, stage: str) -> bool:
+    """Whether any file exists in ``stage``'s outputs."""
+    for out in stage_graph()[stage][1]:
+        path = clone / out
+        if path.is_file() or (path.is_dir() and any(f.is_file() for f in path.rglob("*"))):
+            return True
+    return False
 
 
 def repro(
-    clone: Path, kill_stage: str | None = None, delay: float = 0.0, at_lock_write: bool = False
+    clone: Path, kill_stage: str | None = None, delay: float = 0.0, anchor: str = "start", watch: bool = False
 ) -> Repro:
-    """Run ``dvc repro`` in its own process group; with ``kill_stage``, SIGKILL the whole group ``delay``
-    seconds after the ``Running stage '<kill_stage>'`` line, or (``at_lock_write``) as soon as ``dvc.lock``
-    changes on disk after that line (DVC truncates it, then dumps the new content in place)."""
+    """Run ``dvc repro`` in its own process group. With ``kill_stage``, SIGKILL the whole group ``delay``
+    seconds after the ``anchor`` of that stage: ``start`` (its ``Running stage`` line), ``first output`` (the
+    first file in its outputs) or ``lock write`` (``dvc.lock`` changing on disk after the stage started: DVC
+    truncates it, then dumps the new content in place; polled every 0.5 ms, ``delay`` unused). ``watch``:
+    record every stage's first output time."""
     r = Repro(t0=time.monotonic())
     proc = subprocess.Popen(
         [str(clone / ".venv" / "bin" / "python"), "-m", "dvc", "repro"],
@@ -237,8 +254,18 @@ def repro(
                 if m.group(1) == kill_stage:
                     started.set()
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    def poll() -> None:
+        while proc.poll() is None:
+            for name in list(r.starts):
+                if name not in r.first_output and has_output(clone, name):
+                    r.first_output[name] = time.monotonic()
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=read, daemon=True)]
+    if watch:
+        threads.append(threading.Thread(target=poll, daemon=True))
+    for th in threads:
+        th.start()
     lock = clone / "dvc.lock"
 
     def stamp() -> tuple[int, int] | None:
@@ -247,30 +274,32 @@ def repro(
             return st.st_mtime_ns, st.st_size
         return None
 
-    if kill_stage is not None and at_lock_write:
-        while not started.wait(0.05):
-            if proc.poll() is not None:
-                break
-        before = stamp()
-        while started.is_set() and proc.poll() is None:
-            if stamp() != before:
-                r.end = time.monotonic()
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.0005)
-    elif kill_stage is not None:
-        while not started.wait(0.05):
-            if proc.poll() is not None:
-                break
-        if started.is_set():
-            time.sleep(max(0.0, r.starts[kill_stage] + delay - time.monotonic()))
-            with_kill = time.monotonic()
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            r.end = with_kill
+    def kill() -> None:
+        r.end = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    if kill_stage is not None:
+        while not started.wait(0.05) and proc.poll() is None:
+            pass
+        if started.is_set() and anchor == "lock write":
+            before = stamp()
+            while proc.poll() is None:
+                if stamp() != before:
+                    kill()
+                    break
+                time.sleep(0.0005)
+        elif started.is_set():
+            at = r.starts[kill_stage]
+            if anchor == "first output":
+                while proc.poll() is None and not has_output(clone, kill_stage):
+                    time.sleep(0.01)
+                at = r.first_output[kill_stage] = time.monotonic()
+            time.sleep(max(0.0, at + delay - time.monotonic()))
+            kill()
     r.rc = proc.wait()
-    reader.join(timeout=30)
+    for th in threads:
+        th.join(timeout=30)
     if not r.end:
         r.end = time.monotonic()
     return r
@@ -307,9 +336,11 @@ def rwlock_entries(clone: Path, pid: int) -> int | str:
 class Trial:
     trial: int
     stage: str
-    delay: float | None
-    """Seconds after the stage's start; None: killed at its lock-file write."""
+    anchor: str
+    """What the delay counts from: ``start``, ``first output`` or ``lock write`` (see :func:`repro`)."""
+    delay: float
     moment: float | None = None
+    after_output: float | None = None
     running: str = "-"
     killed_ran: list[str] = field(default_factory=list)
     exited_before_kill: int | None = None
@@ -330,31 +361,47 @@ class Trial:
     tail: str = ""
 
 
-def schedule(n: int, seed: int, ref: dict[str, float]) -> list[tuple[str, float]]:
-    """``n`` (stage, delay) pairs: every group of :data:`GROUPS` ``n // 4`` times plus a seeded draw of the
-    rest, shuffled; the split of prepare/graphs and the delay (uniform in [0, the stage's reference
-    duration]) drawn from the same seeded RNG."""
+def schedule(
+    n: int, seed: int, dur: dict[str, float], first: dict[str, float]
+) -> list[tuple[str, str, float]]:
+    """``n`` (stage, anchor, delay) trials: every group of :data:`GROUPS` ``n // 4`` times plus a seeded
+    draw of the rest, shuffled; the split of prepare/graphs from the same seeded RNG. Odd trials count the
+    delay from the stage's start (uniform in [0, its duration ``dur``]), even ones from its first output
+    file (uniform in [0, its duration after ``first``, the seconds from its start to that file]): on a
+    quiet machine prepare and graphs spend most of their 1-3 s starting the interpreter, so kills timed
+    from the start mostly land before the first shard."""
     rng = random.Random(seed)
     groups = list(GROUPS) * (n // len(GROUPS)) + rng.sample(GROUPS, n % len(GROUPS))
     rng.shuffle(groups)
     out = []
-    for g in groups:
+    for i, g in enumerate(groups, start=1):
         name = f"{g}@{rng.choice(SPLITS)}" if g in ("prepare", "graphs") else g
-        out.append((name, round(rng.uniform(0.0, ref[name]), 2)))
+        if i % 2 or name not in first:
+            out.append((name, "start", round(rng.uniform(0.0, dur[name]), 2)))
+        else:
+            out.append((name, "first output", round(rng.uniform(0.0, max(0.05, dur[name] - first[name])), 2)))
     return out
 
 
 def run_trial(
-    snapshot: Path, clone: Path, i: int, stage: str, delay: float, reference: dict[str, str | None]
+    snapshot: Path,
+    clone: Path,
+    i: int,
+    stage: str,
+    anchor: str,
+    delay: float,
+    reference: dict[str, str | None],
 ) -> Trial:
     restore(snapshot, clone, [stage])
-    t = Trial(i, stage, delay)
-    killed = repro(clone, stage, delay or 0.0, at_lock_write=delay is None)
+    t = Trial(i, stage, anchor, delay)
+    killed = repro(clone, stage, delay, anchor)
     t.killed_ran = sorted(killed.starts, key=killed.starts.__getitem__)
     if stage not in killed.starts:
         t.tail = "\n".join(line for _, line in killed.lines[-15:])
         return t
     t.moment = round(killed.end - killed.starts[stage], 2)
+    if stage in killed.first_output:
+        t.after_output = round(killed.end - killed.first_output[stage], 2)
     t.running = running_at(killed, killed.end)
     if killed.rc != -signal.SIGKILL:
         t.exited_before_kill = killed.rc
@@ -395,8 +442,10 @@ def table(trials: list[Trial]) -> str:
     ]
     for t in trials:
         moment = "-" if t.moment is None else f"{t.moment:.1f}"
-        if t.delay is None:
+        if t.anchor == "lock write":
             moment += " (its lock write)"
+        elif t.after_output is not None:
+            moment += f" ({t.after_output:.1f} after its first output)"
         if t.exited_before_kill is not None:
             moment += f" (dvc had exited, {t.exited_before_kill})"
         lock = t.lock + (" -> " + " / ".join(t.repaired) if t.repaired else "")
@@ -449,26 +498,27 @@ def main(argv: list[str] | None = None) -> int:
         snapshot_of(clone, snapshot)
         print(f"reference run: {ref_s:.0f} s", flush=True)
         restore(snapshot, clone, [f"prepare@{split}" for split in SPLITS])
-        calib = repro(clone)
+        calib = repro(clone, watch=True)
         if calib.rc != 0 or lock_hashes(clone) != reference:
             print("\n".join(line for _, line in calib.lines[-30:]))
             raise SystemExit(
                 f"a second uninterrupted run (exit {calib.rc}) did not give the reference hashes"
             )
         stage_s = durations(calib)
+        first_s = {k: v - calib.starts[k] for k, v in calib.first_output.items()}
         print(
             f"second run (all but synth, warm): {calib.end - calib.t0:.0f} s, same hashes; stage seconds: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in stage_s.items()),
+            + ", ".join(f"{k} {v:.1f} (first output {first_s.get(k, -1):.1f})" for k, v in stage_s.items()),
             flush=True,
         )
         trials = []
-        plan: list[tuple[str, float | None]] = [*schedule(args.trials, args.seed, stage_s)]
-        plan += [("predict", None)] * args.lock_kills
-        for i, (stage, delay) in enumerate(plan, start=1):
-            t = run_trial(snapshot, clone, i, stage, delay, reference)
+        plan = schedule(args.trials, args.seed, stage_s, first_s)
+        plan += [("predict", "lock write", 0.0)] * args.lock_kills
+        for i, (stage, anchor, delay) in enumerate(plan, start=1):
+            t = run_trial(snapshot, clone, i, stage, anchor, delay, reference)
             trials.append(t)
             status = "ok" if t.resume_rc == 0 and t.equal else "FAILED"
-            when = "at its lock write" if delay is None else f"+{delay:.2f} s"
+            when = "at its lock write" if anchor == "lock write" else f"{delay:.2f} s after its {anchor}"
             print(f"trial {i}: {stage} {when}: {status}", flush=True)
             if t.tail:
                 print(t.tail)
@@ -481,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                         "reference": reference,
                         "reference_s": ref_s,
                         "stage_s": stage_s,
+                        "first_output_s": first_s,
                         "trials": [asdict(t) for t in trials],
                     },
                     indent=2,
