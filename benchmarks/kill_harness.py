@@ -97,6 +97,7 @@ def small_config(frames: int, steps: int) -> dict[str, dict[str, int]]:
 
 
 RUNNING = re.compile(r"^Running stage '([^']+)'")
+CACHED = re.compile(r"^Stage '([^']+)' is cached - skipping run", re.MULTILINE)
 
 
 def _env(work: Path) -> dict[str, str]:
@@ -352,6 +353,9 @@ class Trial:
     repaired: list[str] = field(default_factory=list)
     resume_rc: int | None = None
     resume_ran: list[str] = field(default_factory=list)
+    resume_checked_out: list[str] = field(default_factory=list)
+    """Stages whose outputs the resume took from the DVC cache (``Stage 'x' is cached``): their lock entry
+    matched deps and params (after a lock restored from git)."""
     stale_cleared: bool = False
     status: str = ""
     """``dvc status`` after the resume: "clean" when the workspace matches dvc.lock."""
@@ -421,6 +425,7 @@ def run_trial(
     t.resume_ran = sorted(resumed.starts, key=resumed.starts.__getitem__)
     out = "\n".join(line for _, line in resumed.lines)
     t.stale_cleared = "had been killed. Auto removed it" in out
+    t.resume_checked_out = CACHED.findall(out)
     if resumed.rc != 0:
         t.tail = "\n".join(line for _, line in resumed.lines[-25:])
         return t
@@ -448,11 +453,16 @@ def table(trials: list[Trial]) -> str:
             moment += f" ({t.after_output:.1f} after its first output)"
         if t.exited_before_kill is not None:
             moment += f" (dvc had exited, {t.exited_before_kill})"
-        lock = t.lock + (" -> " + " / ".join(t.repaired) if t.repaired else "")
+        lock = t.lock
+        for line in t.repaired:
+            what = line.split("; ")[1] if "; " in line else line
+            lock += f"; repaired: {what}" if "dvc.lock" in line.split(":")[0] else f"; rwlock {what}"
         partial = ", ".join(f"{k}: {v}" for k, v in t.partial.items() if v) or "none"
         rw = f"{t.rwlock}" + (", cleared by DVC" if t.stale_cleared else "")
         resume = "ok" if t.resume_rc == 0 else f"error ({t.resume_rc})"
         ran = ", ".join(t.resume_ran) or "nothing"
+        if t.resume_checked_out:
+            ran += "; from the cache: " + ", ".join(t.resume_checked_out)
         equal = "yes" if t.equal else "no: " + (", ".join(t.diff) or f"dvc status {t.status}")
         rows.append(
             f"| {t.trial} | {t.stage} | {moment} | {t.running} | {partial} | {lock} | {rw} | {resume} "
