@@ -103,7 +103,9 @@ def check_stages(stages: Sequence[str], allowed: Sequence[str]) -> tuple[str, ..
 def _check_lock(layout: Layout) -> None:
     """The dvc.lock check of the pipeline, before a flow (or the command line's nothing-to-do check) reads
     or writes outputs."""
-    # TODO(lockfile): call pgnn.pipeline.lockfile.repair_lock(layout.root) here once the lead provides it.
+    from pgnn.pipeline.lockfile import repair_lock
+
+    repair_lock(layout.root)
 
 
 def build_plans(plans: Mapping[str, ShardPlan]) -> dict[str, dict[str, Any]]:

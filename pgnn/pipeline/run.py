@@ -2,7 +2,9 @@
 
 ``python -m pgnn.pipeline.run [dvc repro args...]`` sets the offline/quiet environment (no DVC or Prefect
 analytics, one thread per worker), puts this interpreter's ``bin/`` on PATH so DVC's stage commands find
-the same ``python``, runs ``dvc repro`` and then ``dvc metrics show``.
+the same ``python``, repairs a ``dvc.lock`` or ``.dvc/tmp/rwlock`` that a killed ``dvc`` left half-written
+(:func:`pgnn.pipeline.lockfile.repair_lock`: one line saying what it did), runs ``dvc repro`` and then ``dvc
+metrics show``. It runs on the project in the current directory.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from pgnn.pipeline.lockfile import repair_lock
 
 QUIET_ENV = {
     "DVC_NO_ANALYTICS": "1",
@@ -35,6 +39,7 @@ def pipeline_env() -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = pipeline_env()
+    repair_lock(Path.cwd())
     dvc = [sys.executable, "-m", "dvc"]
     t0 = time.perf_counter()
     rc = subprocess.call([*dvc, "repro", *argv], env=env)
