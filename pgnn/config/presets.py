@@ -1,16 +1,18 @@
 """Named recipes: one key in ``params.yaml`` (``preset``) picks graph, targets, model, training, loss and
 post-processing settings that belong together. ``params.yaml`` sections override single keys.
 
-- ``small``: a Car detector sized to train on a 2-core CPU in minutes (the default; pgnn's own).
+- ``small_painted_car``: the default (pgnn's own): ``small`` on the seed's painted ``is`` inputs, the heading
+  kept (``Car_heading``), 2000 steps, validation AP during training.
+- ``small``: a Car detector sized to train on a 2-core CPU in minutes, intensity only (pgnn's own).
+- ``small_3class``: ``small`` as one model for Car, Pedestrian and Cyclist (label method ``yaw``).
 - ``car_T3``: the paper's Car model, 0.8 m keypoints, T = 3, auto-registration (configs/car_auto_T3_train).
 - ``ped_cyc_T3``: Pedestrian + Cyclist, 0.4 m keypoints, 256 channels (configs/ped_cyl_auto_T3_trainval).
 - ``painted_car_T3``: car_T3 on painted points, ``is`` = reflectance + 4 PointPainting scores (the seed).
 
 The three original recipes train with the original's augmentation
-(:data:`pgnn.data.augment.ORIGINAL_CAR_AUGMENT`,
-rebuilt every epoch by :class:`pgnn.training.dataset.AugmentedRecords`) and without ground-truth sampling, as
-the
-original's configs did. ``small`` trains on the cached graphs without augmentation: in its 600-step run on the
+(:data:`pgnn.data.augment.ORIGINAL_CAR_AUGMENT`, rebuilt every epoch by
+:class:`pgnn.training.dataset.AugmentedRecords`) and without ground-truth sampling, as the original's configs
+did. ``small`` trains on the cached graphs without augmentation: in its 600-step run on the
 synthetic data the original's augmentation cut the val Car AP (R40, moderate) from 13.1 to 1.4 (3D) and from
 30.1 to 3.4 (BEV); so few steps cannot fit the rotated, flipped and shifted scenes.
 """
