@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dvcrepo import dvc_in as _dvc
+from dvcrepo import run_in as _run
+from dvcrepo import tool_env as _env
 
 REPO = Path(__file__).resolve().parents[2]
 COPY = ["dvc.yaml", "params.yaml", "stages", "pgnn", ".dvcignore"]
@@ -33,32 +36,6 @@ STAGES = {
     "evaluate",
     "plots",
 }
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
-        DVC_NO_ANALYTICS="1",
-        DO_NOT_TRACK="1",
-        OMP_NUM_THREADS="1",
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@t",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@t",
-    )
-    return env
-
-
-def _run(repo: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def _dvc(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run(repo, sys.executable, "-m", "dvc", *args, check=check)
 
 
 def _ran(proc: subprocess.CompletedProcess[str]) -> set[str]:

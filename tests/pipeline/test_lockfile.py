@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from dvcrepo import dvc_in as _dvc
+from dvcrepo import run_in as _run
 
 from pgnn.pipeline import run
 from pgnn.pipeline.lockfile import check_lock, check_rwlock, lock_text_problem, repair_lock
@@ -91,31 +90,6 @@ def test_corrupt_rwlock_is_deleted(tmp_path: Path) -> None:
     assert check_rwlock(tmp_path) is not None
     (line,) = repair_lock(tmp_path)
     assert "rwlock" in line and not rw.exists()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
-        DVC_NO_ANALYTICS="1",
-        DO_NOT_TRACK="1",
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@t",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@t",
-    )
-    return env
-
-
-def _run(repo: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def _dvc(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run(repo, sys.executable, "-m", "dvc", *args, check=check)
 
 
 def test_make_pipeline_repairs_a_lock_truncated_by_a_killed_repro(
