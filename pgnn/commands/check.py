@@ -15,6 +15,7 @@ _HEADLINE = (
     "weights_rel",
     "replay_rel",
     "forced_rel",
+    "forced_only_rel",
     "lr_rel",
     "update_rel",
     "grad_stats_rel",
@@ -41,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the extra run that starts from the reference gradient of step 0 (forced_rel)",
     )
+    step.add_argument(
+        "--forced-only",
+        action="append",
+        default=[],
+        metavar="VAR",
+        help="also report forced_only_rel: the run where only VAR (a TF variable name; repeatable) takes "
+        "the reference step-0 gradient",
+    )
     step.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     step.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
@@ -65,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         inputs_path=args.inputs,
         max_steps=args.steps,
         forced=not args.no_forced,
+        forced_only=args.forced_only,
     )
     if args.json:
         print(json.dumps(result))

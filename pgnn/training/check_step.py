@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,14 +243,31 @@ def _run_on_reference_gradients(
     steps: int,
     source: Path,
     batch: TrainBatch | None = None,
+    only: frozenset[str] | None = None,
 ) -> float | None:
     """Steps 0..steps-1 from ``init`` where each step whose reference gradient is stored (``grad/`` for step
     0, ``grad_step<k>/`` for step k) applies pgnn's optimiser and schedule to it, and, given ``batch``, each
     other step is pgnn's own training step on it (without ``batch`` a missing gradient is a DataError).
-    Returns the max rel of the final weights (``final/``) and of the per-step norms (``steps/param_norm/``).
+    ``only`` (with ``batch``): at step 0 only these variables take the reference gradient, the others
+    pgnn's own. Returns the max rel of the final weights (``final/``) and of the per-step norms
+    (``steps/param_norm/``).
     """
     model = _fresh_model(setup, names, init)
     params = dict(model.named_parameters())
+    own_first: dict[str, np.ndarray] = {}
+    if only is not None:
+        if batch is None:
+            raise ValueError("only= needs the batch (pgnn's own step-0 gradient of the other variables)")
+        scratch = _fresh_model(setup, names, init)
+        scratch_opt = make_optimizer(
+            setup.train.optimizer, list(scratch.parameters()), 0.0, setup.train.optimizer_kwargs
+        )
+        stats = IntervalStats(setup.model.num_classes, setup.model.box_encoding_len)
+        dist0 = Dist(rank=0, world_size=1, device=torch.device("cpu"), owns_group=False)
+        reg = regularized_parameters(scratch)
+        train_step(scratch, scratch_opt, [batch], reg, setup.loss, 0.0, dist0, stats, 0)
+        scratch_params = dict(scratch.named_parameters())
+        own_first = {tf: _as_tf(scratch_params[key].grad, tf) for tf, key in names.items() if tf not in only}
     optimizer = make_optimizer(
         setup.train.optimizer, list(model.parameters()), setup.train.initial_lr, setup.train.optimizer_kwargs
     )
@@ -267,7 +284,9 @@ def _run_on_reference_gradients(
             for group in optimizer.param_groups:
                 group["lr"] = lr
             for tf, key in names.items():
-                g = _need(arrays, prefix + tf, source, f" (the reference gradient of step {k})")
+                g = own_first.get(tf) if k == 0 else None
+                if g is None:
+                    g = _need(arrays, prefix + tf, source, f" (the reference gradient of step {k})")
                 g = g.T if tf.endswith("/weights") else g
                 params[key].grad = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32))
             optimizer.step()
@@ -286,12 +305,15 @@ def check_train_step(
     inputs_path: str | Path | None = None,
     max_steps: int | None = None,
     forced: bool = True,
+    forced_only: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run pgnn's training step on a reference case and compare (see the module docstring).
 
     ``inputs_path``: an npz with the ``input/*`` arrays when the case has none (``case_b_T3`` takes
     ``case_b.npz``'s). ``max_steps``: run at most this many of the case's steps (the ``final/`` weights are
     then not compared). ``forced``: also report ``forced_rel`` (see the module docstring).
+    ``forced_only``: also report ``forced_only_rel``, the same run where only these variables (TF names) take
+    the reference step-0 gradient and all others pgnn's own (which variable's float noise drives the rest).
     """
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 (step 0 gives the compared gradients), got {max_steps}")
@@ -446,6 +468,19 @@ def check_train_step(
             "forced: pgnn's optimizer on grad/ for step 0, then pgnn's own steps, vs final/ and param norms"
         )
 
+    forced_only_rel = None
+    if forced_only:
+        unknown = sorted(set(forced_only) - set(grad_keys))
+        if unknown or not final_keys or steps != len(ref_lrs):
+            raise ValueError(
+                f"forced_only needs variables with a stored grad/ and the case's final/ weights; "
+                f"unknown or without grad/: {unknown[:5]}"
+            )
+        forced_only_rel = _run_on_reference_gradients(
+            setup, names, init, arrays, steps, case_path, batch, only=frozenset(forced_only)
+        )
+        compared.append(f"forced_only: the reference step-0 gradient for {len(forced_only)} variable(s) only")
+
     return {
         "case": str(case_path),
         "inputs": str(batch_source),
@@ -469,6 +504,8 @@ def check_train_step(
         "weights_norm_rel": weights_norm_rel,
         "update_rel": update_rel,
         "forced_rel": forced_rel,
+        "forced_only": list(forced_only),
+        "forced_only_rel": forced_only_rel,
         "grad_stats_rel": grad_stats_rel,
         "init_checksum_rel": init_checksum_rel,
         "steps_loss_rel": steps_loss_rel,

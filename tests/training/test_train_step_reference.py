@@ -7,11 +7,14 @@ schedule (0.125, 0.125, 0.0125), from pgnn's own model, loss, optimiser and trai
 original JSON config pair. Required: loss_rel <= 1e-4, grad_rel <= 1e-3, weights_rel <= 1e-4.
 
 Case b's free-running weights miss 1e-4: they reach 2.6e-4, on the zero-initialised biases of the first
-point-MLP layers. That is float32 noise amplified by the max and ReLU kinks, not the update rule: pgnn's
-step-0 gradient differs from TF's by 3.6e-6; started from TF's *exact* weights after step 1
-(w0 - 0.125 g0_ref, which the README says is bit-identical to TF's), pgnn's step-1 gradient matches TF's to
-1e-6, yet that 1e-6 moves the step-2 gradient of those layers by ~1.7e-4. So case b asserts weights_rel <=
-5e-4 and ``forced_rel`` (the run whose step 0 applies pgnn's optimiser to the reference gradient) <= 1e-4.
+point-MLP layers. That is float32 noise amplified by the max and ReLU kinks, not the update rule, and the test
+pins down whose noise: pgnn's step-0 gradient differs from TF's by 3.6e-6 at most; when only *one* 32-float
+vector, the step-0 gradient of the first point-MLP layer's bias (pgnn's differs from TF's by ~1e-8 absolute,
+3e-6 relative, a few float32 roundings of a 240k-edge sum), is replaced by TF's, the three free-running steps
+land within 4e-6 of TF's weights (``forced_only_rel``). Summing that gradient in float64 or in TF's sequential
+order, or computing the forward in float64, does not bring it closer (float64: 2e-3). So case b asserts
+weights_rel <= 5e-4, ``forced_rel`` (step 0 on the whole reference gradient) <= 1e-4 and ``forced_only_rel``
+<= 1e-5.
 
 T3 supplement: the README's RandomState formula reproduces the init checksums; step-0 quantities are compared
 tightly (its LR-0.125 trajectory diverges, so later steps only amplify float noise); one step is run.
@@ -41,6 +44,7 @@ from pgnn.training.check_step import check_train_step, xavier_init_from_formula
 from pgnn.training.schedule import exponential_decay
 
 LR_REF = [0.125, 0.125, float(np.float32(0.0125))]
+FIRST_POINT_BIAS = "layer1/extract_vertex_features/fully_connected/biases"
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +86,18 @@ def test_case_a_through_the_command(train_step_dir: Path, capsys: pytest.Capture
 
 def test_case_b(train_step_dir: Path) -> None:
     d = train_step_dir
-    out = check_train_step(d / "case_b.npz", d / "case_b_config.json", d / "case_b_train_config.json")
+    out = check_train_step(
+        d / "case_b.npz",
+        d / "case_b_config.json",
+        d / "case_b_train_config.json",
+        forced_only=[FIRST_POINT_BIAS],
+    )
     assert out["variables"] == 52 and out["parameters"] == 726_619
     assert out["loss_rel"] <= 1e-4
     assert out["grad_rel"] <= 1e-3
     assert out["weights_rel"] <= 5e-4  # see the module docstring: kink-amplified float noise, 2.6e-4 here
     assert out["forced_rel"] <= 1e-4
+    assert out["forced_only_rel"] <= 1e-5  # the whole excess is that one vector's step-0 float noise
     assert out["lr"] == LR_REF
     assert out["steps_loss_rel"] <= 1e-4
 
