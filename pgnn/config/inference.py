@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NmsName = Literal["plain", "merge_only", "score_only", "merge_score"]
+YawMerge = Literal["median", "circular"]
 
 
 class PostprocessConfig(BaseModel):
@@ -28,6 +29,11 @@ class PostprocessConfig(BaseModel):
     score_threshold: float = Field(default=0.25, ge=0.0, lt=1.0, description="candidates need prob > this")
     nms: NmsName = Field(default="merge_score", description="NMS variant, a key of NMS_FUNCTIONS")
     overlap_threshold: float = Field(default=0.01, ge=0.0, le=1.0, description="3D IoU > this is removed")
+    yaw_merge: YawMerge = Field(
+        default="median",
+        description="how box merging takes a cluster's yaw: median (the original's: like any coordinate) or "
+        "circular (the median of each yaw's difference to the survivor's, wrapped into [-pi, pi))",
+    )
     max_truncation: float = Field(default=0.4, ge=0.0, le=1.0, description="drop boxes truncated more")
     occlusion_rescore: bool = Field(default=True, description="score *= 1 + occlusion ratio")
 
@@ -51,6 +57,17 @@ NMS_OVERLAP: Mapping[str, float] = {
     "Pedestrian_and_Cyclist": 0.2,
     "yaw": 0.01,
     "Car_heading": 0.01,
+}
+
+
+# How box merging takes a cluster's yaw, per label method. The original's methods decode yaws into
+# [-pi/4, 3pi/4] (two bins), where the plain median is safe; ``Car_heading`` decodes the whole circle, where
+# the plain median of yaws on both sides of +-pi (3.1 and -3.1) is about 0: a box turned by 90 degrees.
+YAW_MERGE: Mapping[str, YawMerge] = {
+    "Car": "median",
+    "Pedestrian_and_Cyclist": "median",
+    "yaw": "median",
+    "Car_heading": "circular",
 }
 
 

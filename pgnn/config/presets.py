@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
-from pgnn.config.inference import NMS_OVERLAP, PostprocessConfig, class_fold
+from pgnn.config.inference import NMS_OVERLAP, YAW_MERGE, PostprocessConfig, class_fold
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
@@ -259,7 +259,8 @@ def _gt_sampling(base: GtSampleConfig | None, section: Mapping[str, Any]) -> GtS
 def _postprocess(base: PostprocessConfig, label_method: str, section: Mapping[str, Any]) -> PostprocessConfig:
     """The preset's post-processing for ``label_method``: class names and folds follow the label method (a
     Car preset switched to ``yaw`` post-processes Car, Pedestrian and Cyclist), and so does the original's NMS
-    overlap threshold unless the preset's method is the same; params.yaml's ``postprocess`` keys override."""
+    overlap threshold unless the preset's method is the same, and the yaw merge (``YAW_MERGE``: circular for
+    ``Car_heading``); params.yaml's ``postprocess`` keys override."""
     names = method_class_names(label_method)
     if tuple(base.class_names) != names:
         base = base.model_copy(
@@ -269,6 +270,7 @@ def _postprocess(base: PostprocessConfig, label_method: str, section: Mapping[st
                 "overlap_threshold": NMS_OVERLAP.get(label_method, base.overlap_threshold),
             }
         )
+    base = base.model_copy(update={"yaw_merge": YAW_MERGE.get(label_method, base.yaw_merge)})
     return _merge(base, section)
 
 

@@ -36,6 +36,9 @@ Differences from the original, all deliberate:
   can change.
 * IoUs are exact rotated-rectangle geometry in float64 (the original uses shapely polygons and casts the
   intersection to float32); plain NMS does not quantise corners to 1 cm (the original's ``appr_factor``).
+* With ``yaw_merge: circular`` (the ``Car_heading`` label method's, whose yaws span the whole circle) the
+  merged yaw is the median of the cluster's yaw differences to the survivor's, wrapped into [-pi, pi); the
+  original's methods keep its plain median (``median``).
 * Scores accumulate in float64 (the original adds into the float32 probability array).
 * The projection clips boxes at a near plane instead of dividing by negative depths, and a 2D box wholly
   outside the image counts as fully truncated (the original's product of two negative clipped sides could
@@ -98,7 +101,7 @@ class NmsResult:
     index: np.ndarray
 
 
-NmsFn = Callable[[np.ndarray, np.ndarray, np.ndarray, float], NmsResult]
+NmsFn = Callable[..., NmsResult]  # (boxes, scores, labels, overlap_threshold, *, circular_yaw=False)
 
 
 def _check_nms_input(
@@ -121,8 +124,11 @@ def _greedy_nms(
     overlap_threshold: float,
     merge: bool,
     accumulate: bool,
+    circular_yaw: bool = False,
 ) -> NmsResult:
-    """The original's greedy NMS family; ``merge`` and ``accumulate`` select the variant.
+    """The original's greedy NMS family; ``merge`` and ``accumulate`` select the variant. ``circular_yaw``:
+    a merged yaw is the survivor's plus the median of the cluster's yaw differences to it, each wrapped into
+    [-pi, pi) (the original takes the plain median, which breaks for clusters on both sides of +-pi).
 
     Shapes:
         boxes: (K, 7), scores: (K,), labels: (K,)
@@ -146,7 +152,12 @@ def _greedy_nms(
         alive[removed] = False
         # Removed boxes come later in the order, so they still hold their own (unmerged) values.
         if merge:
-            b[i] = np.median(np.concatenate([b[removed], b[i : i + 1]], axis=0), axis=0)
+            cluster = np.concatenate([b[removed], b[i : i + 1]], axis=0)  # (R + 1, 7)
+            merged = np.median(cluster, axis=0)  # (7,)
+            if circular_yaw:
+                turn = (cluster[:, 6] - b[i, 6] + np.pi) % (2.0 * np.pi) - np.pi  # (R + 1,) in [-pi, pi)
+                merged[6] = b[i, 6] + np.median(turn)
+            b[i] = merged
         if accumulate:
             s[i] += float(np.sum(s[removed] * iou_3d(b[i : i + 1], b[removed])[0]))
     keep = np.flatnonzero(alive)
@@ -154,18 +165,30 @@ def _greedy_nms(
 
 
 def nms_boxes_3d(
-    boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, overlap_threshold: float = 0.01
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    overlap_threshold: float = 0.01,
+    *,
+    circular_yaw: bool = False,
 ) -> NmsResult:
     """Plain greedy NMS with 3D IoU, per class (the original's ``nms_boxes_3d``).
 
     Shapes:
         boxes: (K, 7), scores: (K,), labels: (K,) int
     """
-    return _greedy_nms(boxes, scores, labels, overlap_threshold, merge=False, accumulate=False)
+    return _greedy_nms(
+        boxes, scores, labels, overlap_threshold, merge=False, accumulate=False, circular_yaw=circular_yaw
+    )
 
 
 def nms_boxes_3d_merge_only(
-    boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, overlap_threshold: float = 0.01
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    overlap_threshold: float = 0.01,
+    *,
+    circular_yaw: bool = False,
 ) -> NmsResult:
     """NMS whose survivors become the coordinate-wise median of their cluster (``nms_boxes_3d_merge_only``).
 
@@ -175,11 +198,18 @@ def nms_boxes_3d_merge_only(
     Shapes:
         boxes: (K, 7), scores: (K,), labels: (K,) int
     """
-    return _greedy_nms(boxes, scores, labels, overlap_threshold, merge=True, accumulate=False)
+    return _greedy_nms(
+        boxes, scores, labels, overlap_threshold, merge=True, accumulate=False, circular_yaw=circular_yaw
+    )
 
 
 def nms_boxes_3d_score_only(
-    boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, overlap_threshold: float = 0.01
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    overlap_threshold: float = 0.01,
+    *,
+    circular_yaw: bool = False,
 ) -> NmsResult:
     """NMS whose survivors add ``score_removed x IoU(survivor, removed)`` of their cluster to their score
     (``nms_boxes_3d_score_only``).
@@ -187,11 +217,18 @@ def nms_boxes_3d_score_only(
     Shapes:
         boxes: (K, 7), scores: (K,), labels: (K,) int
     """
-    return _greedy_nms(boxes, scores, labels, overlap_threshold, merge=False, accumulate=True)
+    return _greedy_nms(
+        boxes, scores, labels, overlap_threshold, merge=False, accumulate=True, circular_yaw=circular_yaw
+    )
 
 
 def nms_boxes_3d_uncertainty(
-    boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, overlap_threshold: float = 0.01
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    overlap_threshold: float = 0.01,
+    *,
+    circular_yaw: bool = False,
 ) -> NmsResult:
     """Point-GNN's box merging and scoring (``nms_boxes_3d_uncertainty``, the original's default).
 
@@ -201,7 +238,9 @@ def nms_boxes_3d_uncertainty(
     Shapes:
         boxes: (K, 7), scores: (K,), labels: (K,) int
     """
-    return _greedy_nms(boxes, scores, labels, overlap_threshold, merge=True, accumulate=True)
+    return _greedy_nms(
+        boxes, scores, labels, overlap_threshold, merge=True, accumulate=True, circular_yaw=circular_yaw
+    )
 
 
 NMS_FUNCTIONS: dict[str, NmsFn] = {
@@ -390,7 +429,13 @@ def postprocess_frame(
     if keypoints.shape != (np.shape(probs)[0], 3):
         raise ValueError(f"keypoints: expected shape ({np.shape(probs)[0]}, 3), got {keypoints.shape}")
     cand = select_candidates(probs, boxes, config)
-    kept = NMS_FUNCTIONS[config.nms](cand.boxes, cand.scores, cand.labels, config.overlap_threshold)
+    kept = NMS_FUNCTIONS[config.nms](
+        cand.boxes,
+        cand.scores,
+        cand.labels,
+        config.overlap_threshold,
+        circular_yaw=config.yaw_merge == "circular",
+    )
     keep, box2d, truncation = truncation_filter(kept.boxes, P, image_size, config.max_truncation)
     out_boxes = kept.boxes[keep]  # (M, 7)
     scores = kept.scores[keep]  # (M,)

@@ -52,3 +52,14 @@ def test_unknown_keys_and_presets_are_errors(tmp_path: Path) -> None:
     bad.write_text("preset: [unclosed\n")
     with pytest.raises(DataError, match="valid YAML"):
         load_params(bad)
+
+
+def test_yaw_merge_follows_the_label_method() -> None:
+    """Car_heading decodes yaws over the whole circle: its box merge is circular; the original's are not."""
+    assert resolve(Params(preset="small_painted_car")).postprocess.yaw_merge == "circular"
+    for preset in ("small", "car_T3", "ped_cyc_T3", "painted_car_T3", "small_3class"):
+        assert resolve(Params(preset=preset)).postprocess.yaw_merge == "median"
+    heading = Params(preset="small", targets={"label_method": "Car_heading"})
+    assert resolve(heading).postprocess.yaw_merge == "circular"
+    forced = Params(preset="small_painted_car", postprocess={"yaw_merge": "median"})
+    assert resolve(forced).postprocess.yaw_merge == "median"

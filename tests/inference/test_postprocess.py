@@ -61,6 +61,26 @@ def test_merge_only_takes_the_cluster_median() -> None:
     np.testing.assert_array_equal(r.scores, SCORES[[1, 0, 3]])
 
 
+def test_circular_yaw_merge_across_plus_minus_pi() -> None:
+    # A car heading along -x: its boxes' yaws straddle +-pi. The plain median (the original's) of
+    # (3.10, -3.12, 3.12, -3.10) is 0.0, a box turned by 90 degrees; the circular merge keeps it at ~pi.
+    yaws = np.array([3.10, -3.12, 3.12, -3.10])
+    boxes = np.array([[0.1 * k, 1.0, 10.0, 4.0, 1.5, 1.8, y] for k, y in enumerate(yaws)])
+    scores, labels = np.array([0.9, 0.8, 0.7, 0.6]), np.ones(4, int)
+    for fn in (nms_boxes_3d_merge_only, nms_boxes_3d_uncertainty):
+        plain = fn(boxes, scores, labels, 0.01)
+        circ = fn(boxes, scores, labels, 0.01, circular_yaw=True)
+        assert len(plain.boxes) == len(circ.boxes) == 1
+        assert plain.boxes[0, 6] == pytest.approx(0.0, abs=1e-12)
+        turn = (circ.boxes[0, 6] - np.pi + np.pi) % (2 * np.pi) - np.pi
+        assert abs(turn) < 0.02  # ~pi (or -pi): median of the wrapped differences (0, -0.06, 0.02, 0.04)
+        np.testing.assert_array_equal(circ.boxes[0, :6], plain.boxes[0, :6])
+    # Within the original's yaw range [-pi/4, 3pi/4] the circular merge is the plain median.
+    r = nms_boxes_3d_uncertainty(BOXES, SCORES, LABELS, 0.01, circular_yaw=True)
+    plain = nms_boxes_3d_uncertainty(BOXES, SCORES, LABELS, 0.01)
+    np.testing.assert_allclose(r.boxes, plain.boxes, atol=1e-12)
+
+
 def test_score_only_adds_overlap_weighted_scores() -> None:
     r = nms_boxes_3d_score_only(BOXES, SCORES, LABELS, 0.01)
     np.testing.assert_array_equal(r.index, [1, 0, 3])
