@@ -40,3 +40,24 @@ def kitti_sample() -> Path:
 def pointgnn_reference() -> Path:
     """The authors' weights and the original TF model's inputs and outputs on 7 real frames."""
     return _need(SHARED / "data" / "pointgnn_reference")
+
+
+def flip_data_page_bytes(path: Path, column: str) -> None:
+    """Flip two bytes in the page data (past the page header: near the end of the column chunk, which ends
+    with a data page) of ``column`` (row group 0) of a parquet file."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    chunk = next(meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == column)
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    at = start + chunk.total_compressed_size - 3
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    data[at + 1] ^= 0x55
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def flip_page() -> object:
+    """:func:`flip_data_page_bytes`: corrupt a parquet file in the middle of a column's data page."""
+    return flip_data_page_bytes

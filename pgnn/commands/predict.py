@@ -155,30 +155,13 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
     return FrameSource(scan_path.stem, load, image_path=Path(args.image) if args.image else None)
 
 
-def check_replaceable(out: Path) -> None:
-    """Raise DataError unless ``out`` is absent or a folder of earlier ``pgnn predict`` output (``*.txt``,
-    ``*.json``, ``png/``, temporary ``.tmp-*`` files): the folder is replaced whole."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise DataError(out, "expected a folder for the result files (or no such path), got a file")
-    for p in sorted(out.iterdir()):
-        ours = (p.is_file() and p.suffix in (".txt", ".json")) or (p.is_dir() and p.name == "png")
-        if not (ours or p.name.startswith(".tmp-")):
-            raise DataError(
-                out,
-                f"expected a folder of earlier pgnn predict results to replace (*.txt, "
-                f"png/), it holds {p.name!r}; choose another --out",
-            )
-
-
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from pgnn.core.io import atomic_dir, write_json_atomic
-    from pgnn.core.progress import silenced, with_length
+    from pgnn.core.io import write_json_atomic
+    from pgnn.core.progress import silenced
     from pgnn.data.frames import load_frame
-    from pgnn.inference.run import FrameSource, run_frames
+    from pgnn.inference.run import FrameSource, predict_all_or_nothing, run_frames
     from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
     from pgnn.nn.checkpoint import load_model
 
@@ -220,34 +203,21 @@ def run(args: argparse.Namespace) -> int:
             ms = 1000.0 * timings["total"]
             print(f"{frame_id}: {len(detections)} detections, {ms:.0f} ms", file=sys.stderr)
 
-    out = Path(args.out)
-    check_replaceable(out)
-    current: list[str] = []
-
-    def tracked():  # noqa: ANN202 (the sources, remembering the frame in progress)
-        for source in sources:
-            current[:] = [source.frame_id]
-            yield source
-
-    try:
-        with atomic_dir(out) as tmp, silenced() if args.quiet else contextlib.nullcontext():
-            summary = run_frames(
-                model,
-                meta,
-                with_length(tracked(), len(sources)),
-                tmp,
-                graph_cfg=graph_cfg,
-                post_cfg=post_cfg,
-                device=device,
-                rng=np.random.default_rng(args.seed),
-                png=args.png,
-                on_frame=report,
-            )
-    except DataError as e:  # name the frame and say that nothing was written
-        if not current:
-            raise
-        where = f"frame {current[0]} of {len(sources)}; nothing written, {out} left unchanged"
-        raise DataError(e.path, f"{e.message} ({where})", e.line) from e
+    predict = partial(
+        run_frames,
+        model,
+        meta,
+        graph_cfg=graph_cfg,
+        post_cfg=post_cfg,
+        device=device,
+        rng=np.random.default_rng(args.seed),
+        png=args.png,
+        on_frame=report,
+    )
+    with silenced() if args.quiet else contextlib.nullcontext():
+        summary = predict_all_or_nothing(
+            Path(args.out), [s.frame_id for s in sources], sources.__getitem__, predict
+        )
     print(summary.table(str(device)))
     n = summary.num_frames
     print(f"{n} frame{'s' if n != 1 else ''}, {sum(summary.num_detections)} detections -> {args.out}")

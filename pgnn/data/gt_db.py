@@ -23,7 +23,9 @@ attrs          list<fixed_size_list<float32>[K]>    their attributes (intensity,
 ============== ==================================== ===================================================
 
 Schema metadata: ``pgnn.gt_db.attr_names`` (JSON list of the K column names),
-``pgnn.data.gt_db.box_scale``, ``pgnn.data.gt_db.min_points``, ``pgnn.data.gt_db.version``. Crops keep their
+``pgnn.gt_db.box_scale``, ``pgnn.gt_db.min_points``, ``pgnn.gt_db.version``, and ``pgnn.metadata_crc32``: the
+file carries checksums of its pages and metadata, checked on every read (:mod:`pgnn.core.parquet`), so a
+corrupted database is an error naming it. Crops keep their
 absolute coordinates because a pasted object goes back to the same range and height it was seen at: its point
 density and self-occlusion pattern then fit the sensor, and the ring of ground points the scaled box caught
 lands on the ground.
@@ -40,11 +42,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pgnn.core.boxes import expand_boxes, points_in_boxes
 from pgnn.core.errors import DataError
-from pgnn.core.io import atomic_path
+from pgnn.core.parquet import read_parquet, write_parquet
 from pgnn.data.points import DONT_CARE, PointSet, point_set_from_frame
 
 __all__ = [
@@ -191,21 +192,20 @@ def _table(
 
 
 def write_gt_db(path: str | Path, table: pa.Table) -> None:
-    """Write a database table as parquet (zstd), atomically."""
-    with atomic_path(path, suffix=".parquet") as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+    """Write a database table as parquet (zstd) with checksums (:mod:`pgnn.core.parquet`), atomically."""
+    write_parquet(path, table, compression="zstd")
 
 
 def read_gt_db(path: str | Path) -> GtDatabase:
-    """Read a database written by :func:`write_gt_db`."""
+    """Read a database written by :func:`write_gt_db`, its checksums verified.
+
+    Raises:
+        DataError: naming ``path``: missing, not a gt_db, or corrupted (a checksum mismatch).
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "expected a ground-truth database (parquet), found no file")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as e:
-        raise DataError(path, f"expected a ground-truth database (parquet), got unreadable bytes: {e}") from e
-    return GtDatabase.from_table(table, source=path)
+    return GtDatabase.from_table(read_parquet(path, "ground-truth database (parquet)"), source=path)
 
 
 @dataclass(frozen=True, eq=False)

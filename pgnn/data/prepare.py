@@ -4,7 +4,8 @@ Each shard is one parquet file: a row per FOV point (columns ``frame`` (index of
 ``x, y, z`` (rectified camera frame, float32), ``intensity``, ``r, g, b`` and, for painted frames,
 ``s_background, s_bicycle_or_rider, s_car, s_pedestrian``), and in the schema metadata the frames' ids,
 labels, calibs and image sizes. Decoding the image and cropping the field of view happen once here, not
-every time a graph param changes.
+every time a graph param changes. A shard carries checksums of its pages and metadata, checked on every read
+(:mod:`pgnn.core.parquet`): a corrupted shard is an error naming it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pgnn.core.errors import DataError
-from pgnn.core.io import atomic_path, sha256_file
+from pgnn.core.io import sha256_file
+from pgnn.core.parquet import read_parquet, read_parquet_metadata, write_parquet
 from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
 from pgnn.data.frames import Frame, load_frame
 from pgnn.data.kitti import Calib, frame_paths
@@ -30,6 +31,7 @@ from pgnn.data.labels import Label
 
 SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
 _META_KEY = b"pgnn.frames"
+_WHAT = "pgnn prepared shard (parquet)"
 
 
 def _calib_to_json(calib: Calib) -> dict[str, Any]:
@@ -124,19 +126,19 @@ def table_to_frames(table: pa.Table, source: str | Path = "<table>") -> list[Fra
 
 
 def write_prepared_shard(path: str | Path, frames: Sequence[Frame]) -> None:
-    """Write frames as one zstd parquet shard, atomically. No dictionary encoding: on float point columns
-    it made the write 3.6x slower and the file 25 % larger (benchmarks/README.md, KITTI scale)."""
-    with atomic_path(path, suffix=".parquet") as tmp:
-        pq.write_table(frames_to_table(frames), tmp, compression="zstd", use_dictionary=False)
+    """Write frames as one zstd parquet shard with checksums, atomically. No dictionary encoding: on float
+    point columns it made the write 3.6x slower and the file 25 % larger (benchmarks/README.md, KITTI
+    scale)."""
+    write_parquet(path, frames_to_table(frames), compression="zstd", use_dictionary=False)
 
 
 def read_prepared_shard(path: str | Path) -> list[Frame]:
-    """Read the frames of one prepared shard."""
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as e:
-        raise DataError(path, f"expected a parquet prepared shard: {e}") from e
-    return table_to_frames(table, path)
+    """Read the frames of one prepared shard, its checksums verified.
+
+    Raises:
+        DataError: naming ``path``: missing, not a prepared shard, or corrupted (a checksum mismatch).
+    """
+    return table_to_frames(read_parquet(path, _WHAT), path)
 
 
 class PreparedFrames:
@@ -195,10 +197,7 @@ def prepared_label_types(folder: str | Path) -> dict[str, frozenset[str]]:
     out: dict[str, frozenset[str]] = {}
     for entry in manifest["shards"]:
         path = Path(folder) / entry["file"]
-        try:
-            md = pq.read_schema(path).metadata or {}
-        except (OSError, pa.ArrowInvalid) as e:
-            raise DataError(path, f"expected a parquet prepared shard: {e}") from e
+        md = read_parquet_metadata(path, _WHAT)
         if _META_KEY not in md:
             raise DataError(path, "expected a pgnn prepared shard (schema metadata 'pgnn.frames' missing)")
         for m in json.loads(md[_META_KEY]):

@@ -13,22 +13,28 @@ nms     candidates, NMS with box merging and scoring, the truncation filter and 
 ======  ===============================================================================================
 
 ``total`` is the whole frame, read included (and writing the result file; not the optional pictures).
+
+All or nothing: :func:`predict_all_or_nothing` runs ``run_frames`` or ``predict_records`` into a temporary
+folder that replaces the output folder only when every frame succeeded (``pgnn predict`` and the pipeline's
+``predict`` stage both go through it).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from pgnn.config.graphs import GraphConfig
 from pgnn.config.inference import PostprocessConfig
-from pgnn.core.progress import track
+from pgnn.core.errors import DataError
+from pgnn.core.io import atomic_dir
+from pgnn.core.progress import track, with_length
 from pgnn.data.frames import Frame, load_frame
 from pgnn.data.kitti import frame_paths, read_image
 from pgnn.data.labels import Label
@@ -330,3 +336,67 @@ def predict_records(
         if on_frame is not None:
             on_frame(record.frame_id, detections, summary.timings[-1])
     return summary
+
+
+# ----------------------------------------------------------------------------------------------------------
+# All or nothing
+# ----------------------------------------------------------------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+def check_replaceable(out: Path) -> None:
+    """Raise DataError unless ``out`` is absent or a folder of earlier ``pgnn predict`` output (``*.txt``,
+    ``*.json``, ``png/``, temporary ``.tmp-*`` files): the folder is replaced whole."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise DataError(out, "expected a folder for the result files (or no such path), got a file")
+    for p in sorted(out.iterdir()):
+        ours = (p.is_file() and p.suffix in (".txt", ".json")) or (p.is_dir() and p.name == "png")
+        if not (ours or p.name.startswith(".tmp-")):
+            raise DataError(
+                out,
+                f"expected a folder of earlier pgnn predict results to replace (*.txt, "
+                f"png/), it holds {p.name!r}; choose another --out",
+            )
+
+
+def predict_all_or_nothing(
+    out_dir: str | Path,
+    frame_ids: Sequence[str],
+    load: Callable[[int], T],
+    predict: Callable[[Iterable[T], Path], PredictSummary],
+) -> PredictSummary:
+    """``predict(items, tmp)`` (``run_frames`` or ``predict_records`` bound to their settings) into a
+    temporary folder beside ``out_dir`` that replaces ``out_dir`` whole only when every frame succeeded.
+
+    ``items`` yields ``load(i)`` for frame ``frame_ids[i]``, one at a time, so whatever fails (reading frame
+    i's input inside ``load`` or later inside ``predict``) happens while frame i is the one in progress. On
+    any exception ``out_dir`` keeps its previous content (or stays absent) and no temporary folder is left; a
+    :class:`DataError` raised while a frame was in progress is re-raised naming that frame too::
+
+        <file>: <what was wrong> (frame 000001 of 2; nothing written, <out_dir> left unchanged)
+
+    Raises:
+        DataError: ``out_dir`` holds something ``pgnn predict`` does not write (:func:`check_replaceable`),
+            or a frame failed.
+    """
+    out = Path(out_dir)
+    check_replaceable(out)
+    current: list[str] = []
+
+    def items() -> Iterator[T]:  # remembering the frame in progress
+        for i, frame_id in enumerate(frame_ids):
+            current[:] = [frame_id]
+            yield load(i)
+
+    try:
+        with atomic_dir(out) as tmp:
+            return predict(with_length(items(), len(frame_ids)), tmp)
+    except DataError as e:
+        if not current:
+            raise
+        where = f"frame {current[0]} of {len(frame_ids)}; nothing written, {out} left unchanged"
+        raise DataError(e.path, f"{e.message} ({where})", e.line) from e

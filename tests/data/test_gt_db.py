@@ -246,9 +246,27 @@ def test_read_errors(tmp_path) -> None:
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(DataError, match="junk.parquet"):
         read_gt_db(tmp_path / "junk.parquet")
-    pq.write_table(pa.table({"name": ["Car"]}), tmp_path / "other.parquet")
-    with pytest.raises(DataError, match="missing"):
+    write_gt_db(tmp_path / "other.parquet", pa.table({"name": ["Car"]}))
+    with pytest.raises(DataError, match="columns .* missing"):
         read_gt_db(tmp_path / "other.parquet")
+    pq.write_table(build_gt_db(source_frames()), tmp_path / "unchecked.parquet")  # not by write_gt_db
+    with pytest.raises(DataError, match="expected a checksummed ground-truth database"):
+        read_gt_db(tmp_path / "unchecked.parquet")
+
+
+def test_gt_db_bytes_are_deterministic_and_a_corrupted_one_is_an_error(tmp_path, flip_page) -> None:
+    path = tmp_path / "db.parquet"
+    write_gt_db(path, build_gt_db(source_frames()))
+    write_gt_db(tmp_path / "again.parquet", build_gt_db(source_frames()))
+    clean = path.read_bytes()
+    assert clean == (tmp_path / "again.parquet").read_bytes()
+    for column in ("xyz.list.element.list.element", "box.list.element", "name"):
+        flip_page(path, column)
+        with pytest.raises(DataError, match="it is corrupted: checksum mismatch") as err:
+            read_gt_db(path)
+        assert err.value.path == str(path)
+        path.write_bytes(clean)
+    assert len(read_gt_db(path)) == len(build_gt_db(source_frames()))
 
 
 # ----------------------------------------------------------------------------------------------------------

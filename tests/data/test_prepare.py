@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -51,3 +52,21 @@ def test_not_a_prepared_shard(tmp_path: Path) -> None:
     (tmp_path / "x.parquet").write_text("nope")
     with pytest.raises(DataError, match="x.parquet"):
         read_prepared_shard(tmp_path / "x.parquet")
+
+
+def test_shard_bytes_are_deterministic_and_a_corrupted_shard_is_an_error(
+    kitti_sample: Path, tmp_path: Path, flip_page: Callable[[Path, str], None]
+) -> None:
+    frames = [load_frame(kitti_sample, fid) for fid in ("000001", "000003")]
+    path = tmp_path / "s.parquet"
+    write_prepared_shard(path, frames)
+    write_prepared_shard(tmp_path / "again.parquet", frames)
+    assert path.read_bytes() == (tmp_path / "again.parquet").read_bytes()
+    for column in ("x", "intensity"):
+        flip_page(path, column)
+        with pytest.raises(DataError, match="it is corrupted: checksum mismatch") as err:
+            read_prepared_shard(path)
+        assert err.value.path == str(path)
+        path.write_bytes((tmp_path / "again.parquet").read_bytes())
+    for got, want in zip(read_prepared_shard(path), frames, strict=True):  # the clean bytes read back
+        _same(got, want)

@@ -1,11 +1,15 @@
 """Stage ``predict``: the trained model on the cached runtime graphs of the val split -> KITTI result files,
-mean per-stage timings."""
+mean per-stage timings.
+
+All or nothing, as ``pgnn predict`` (the same :func:`pgnn.inference.run.predict_all_or_nothing`): the result
+files are written to a temporary folder that replaces the output folder only when every frame succeeded; a
+failing frame leaves the previous folder (or none) and an error naming the file and the frame.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -14,10 +18,9 @@ from pgnn.config.params import ResolvedParams
 from pgnn.config.presets import Recipe
 from pgnn.config.resolved import Resolved
 from pgnn.core.io import write_json_atomic
-from pgnn.core.progress import with_length
 from pgnn.data.prepare import read_prepared_dir
 from pgnn.graphs.cache import GraphCache
-from pgnn.inference.run import GraphFrame, predict_records
+from pgnn.inference.run import GraphFrame, predict_all_or_nothing, predict_records
 from pgnn.inference.settings import resolve_device
 from pgnn.nn.checkpoint import load_model
 from pgnn.pipeline.stages import Layout
@@ -33,15 +36,12 @@ def predict_step(
     frames = {f.frame_id: f for f in read_prepared_dir(prepared_dir)}
     cache = GraphCache(graphs_dir)
 
-    def records() -> Iterator[GraphFrame]:
-        for i, frame_id in enumerate(cache.frame_ids):
-            f = frames[frame_id]
-            yield GraphFrame(frame_id, cache[i], f.calib.P2, f.image_size)
+    def record(i: int) -> GraphFrame:
+        f = frames[cache.frame_ids[i]]
+        return GraphFrame(f.frame_id, cache[i], f.calib.P2, f.image_size)
 
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    frames_in = with_length(records(), len(cache.frame_ids))
-    summary = predict_records(model, meta, frames_in, out_dir, post_cfg=recipe.postprocess, device=device)
+    predict = partial(predict_records, model, meta, post_cfg=recipe.postprocess, device=device)
+    summary = predict_all_or_nothing(out_dir, cache.frame_ids, record, predict)
     timings = {f"ms_{k}": round(v, 3) for k, v in summary.mean_ms().items()}
     timings["frames"] = summary.num_frames
     timings["detections"] = int(sum(summary.num_detections))
