@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgnn.core.io import sha256_file, write_json_atomic
+from pgnn.core.io import sha256_file, sha256_files, write_json_atomic
 from pgnn.core.progress import Progress
 
 MANIFEST = "manifest.json"
@@ -118,7 +118,13 @@ def is_current(plan: ShardPlan, task: ShardTask, entries: dict[str, dict[str, An
 def pending_tasks(plan: ShardPlan) -> list[ShardTask]:
     """The shards of ``plan`` that are missing or stale (not :func:`is_current`), in plan order."""
     entries = manifest_entries(plan.out_dir)
-    return [t for t in plan.tasks if not is_current(plan, t, entries)]
+    out = Path(plan.out_dir)
+    # is_current's test, with the listed files hashed by parallel threads
+    listed = [
+        t for t in plan.tasks if entries.get(t.file, {}).get("key") == t.key and (out / t.file).is_file()
+    ]
+    sha = dict(zip((t.file for t in listed), sha256_files(out / t.file for t in listed), strict=True))
+    return [t for t in plan.tasks if t.file not in sha or entries[t.file].get("sha256") != sha[t.file]]
 
 
 def shard_entry(plan: ShardPlan, task: ShardTask, sha256: str | None = None) -> dict[str, Any]:
