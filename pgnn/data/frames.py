@@ -165,6 +165,13 @@ def _fov_kernel(xyz: np.ndarray, m: np.ndarray, width: float, height: float) -> 
     return keep
 
 
+def warm_up(painted: bool = False) -> None:
+    """Load :func:`load_frame`'s numba kernel for the scans' column views, velodyne (float32) or ``painted``
+    (float64), before a process pool forks, so that its workers inherit it."""
+    scan = np.zeros((1, 8 if painted else 4), np.float64 if painted else np.float32)
+    _fov_kernel(scan[:, :3], np.zeros((3, 4)), 1.0, 1.0)
+
+
 def fov_mask_numpy(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.ndarray:
     """:func:`fov_mask` as a plain numpy matmul (the reference the tests compare the numba kernel with)."""
     xyz = np.asarray(xyz_velo, dtype=np.float64)

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_path, sha256_files
 from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
-from pgnn.data.frames import Frame, load_frame
+from pgnn.data.frames import Frame, load_frame, warm_up
 from pgnn.data.kitti import Calib, frame_paths
 from pgnn.data.labels import Label
 
@@ -258,4 +258,4 @@ def prepare_plan(
         key = stable_hash({"inputs": inputs, "params": params, "code": code})
         tasks.append(ShardTask(file=f"shard-{i:04d}.parquet", frames=tuple(ids), key=key))
     build = partial(_build_prepared, root=str(root), painted=painted)
-    return ShardPlan(Path(out_dir), tuple(tasks), build, "prepared", params, code)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "prepared", params, code, partial(warm_up, painted))

@@ -25,6 +25,7 @@ from pgnn.core.shards import (
 )
 from pgnn.data.prepare import read_prepared_shard
 from pgnn.graphs import records
+from pgnn.graphs.build import warm_up
 from pgnn.graphs.cache import write_graph_shard
 from pgnn.pipeline.stages import Layout, stage
 
@@ -87,7 +88,8 @@ def graphs_plan(
         targets_cfg=recipe.targets,
         seed=recipe.graph_seed,
     )
-    return ShardPlan(Path(out_dir), tuple(tasks), build, "graphs", params, code)
+    warm = partial(warm_up, graph_cfg)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "graphs", params, code, warm=warm)
 
 
 def graphs_step(
