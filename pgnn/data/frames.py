@@ -31,6 +31,7 @@ from numba import njit
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import Calib, frame_paths, read_calib, read_image, read_scan
 from pgnn.data.labels import Label, read_labels
+from pgnn.data.png import warm_up as png_warm_up
 
 # The image_2 size of most KITTI frames (the original hard-codes it for its truncation test): the field of
 # view of a scan read without its image.
@@ -166,10 +167,12 @@ def _fov_kernel(xyz: np.ndarray, m: np.ndarray, width: float, height: float) -> 
 
 
 def warm_up(painted: bool = False) -> None:
-    """Load :func:`load_frame`'s numba kernel for the scans' column views, velodyne (float32) or ``painted``
-    (float64), before a process pool forks, so that its workers inherit it."""
+    """Load :func:`load_frame`'s numba kernels before a process pool forks, so that its workers inherit them:
+    the PNG decoder's and the FOV crop's for the scans' column views, velodyne (float32) or ``painted``
+    (float64)."""
     scan = np.zeros((1, 8 if painted else 4), np.float64 if painted else np.float32)
     _fov_kernel(scan[:, :3], np.zeros((3, 4)), 1.0, 1.0)
+    png_warm_up()
 
 
 def fov_mask_numpy(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.ndarray:
