@@ -132,7 +132,13 @@ def make_project(project: Path, preset: str, workers: int, frames_per_shard: int
         shutil.copytree(REPO / folder, project / folder, ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["preset"] = preset
-    params["data"] |= {"root": "data/kitti", "workers": workers, "frames_per_shard": frames_per_shard}
+    # unpainted (velodyne/ scans): the root links no painted_lidar/ (params.yaml's default preset is painted)
+    params["data"] |= {
+        "root": "data/kitti",
+        "painted": False,
+        "workers": workers,
+        "frames_per_shard": frames_per_shard,
+    }
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     dvc_yaml = {"stages": {k: stages[k] for k in ("prepare", "graphs")}}

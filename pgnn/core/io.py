@@ -18,7 +18,8 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -106,6 +107,23 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_files(paths: Iterable[str | Path], threads: int | None = None) -> list[str]:
+    """:func:`sha256_file` of each path, in order, hashed by ``threads`` threads (default: one a CPU, at
+    most 4). hashlib and file reads release the GIL, so the threads hash in parallel: a step's input hashing
+    (2.5 ms a KITTI frame) no longer keeps all but one core idle before its process pool starts."""
+    paths = list(paths)
+    n = min(4, os.cpu_count() or 1) if threads is None else threads
+    if n <= 1 or len(paths) < 2:
+        return [sha256_file(p) for p in paths]
+    chunks = [paths[i : i + 32] for i in range(0, len(paths), 32)]
+    with ThreadPoolExecutor(max_workers=min(n, len(chunks))) as pool:
+        return [h for hashes in pool.map(_sha256_list, chunks) for h in hashes]
+
+
+def _sha256_list(paths: list[str | Path]) -> list[str]:
+    return [sha256_file(p) for p in paths]
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgnn.core.io import sha256_file, write_json_atomic
+from pgnn.core.io import sha256_file, sha256_files, write_json_atomic
 from pgnn.core.progress import Progress
 
 MANIFEST = "manifest.json"
@@ -73,7 +73,9 @@ class ShardPlan:
     """Everything needed to build one artifact folder: its shards, how to build one, and its manifest fields.
 
     ``build(task, path)`` must be picklable (a module-level function or ``functools.partial`` of one) so that
-    process pools, Dask and Prefect workers can run it.
+    process pools, Dask and Prefect workers can run it. ``warm()``, if given, loads what every build needs
+    (numba's compiled kernels): :func:`run_plan` calls it once before its process pool forks the workers,
+    which then inherit it instead of each loading it again (about 0.4 s a worker and step).
     """
 
     out_dir: Path
@@ -82,6 +84,7 @@ class ShardPlan:
     kind: str
     params: dict[str, Any]
     code: str
+    warm: Callable[[], None] | None = None
 
 
 def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
@@ -118,7 +121,13 @@ def is_current(plan: ShardPlan, task: ShardTask, entries: dict[str, dict[str, An
 def pending_tasks(plan: ShardPlan) -> list[ShardTask]:
     """The shards of ``plan`` that are missing or stale (not :func:`is_current`), in plan order."""
     entries = manifest_entries(plan.out_dir)
-    return [t for t in plan.tasks if not is_current(plan, t, entries)]
+    out = Path(plan.out_dir)
+    # is_current's test, with the listed files hashed by parallel threads
+    listed = [
+        t for t in plan.tasks if entries.get(t.file, {}).get("key") == t.key and (out / t.file).is_file()
+    ]
+    sha = dict(zip((t.file for t in listed), sha256_files(out / t.file for t in listed), strict=True))
+    return [t for t in plan.tasks if t.file not in sha or entries[t.file].get("sha256") != sha[t.file]]
 
 
 def shard_entry(plan: ShardPlan, task: ShardTask, sha256: str | None = None) -> dict[str, Any]:
@@ -221,6 +230,8 @@ def _build_all(
 ) -> None:
     """Build ``todo`` (in a process pool when ``workers > 1``), calling ``done(task)`` as each lands."""
     if workers > 1 and len(todo) > 1:
+        if plan.warm is not None:
+            plan.warm()
         with ProcessPoolExecutor(max_workers=workers, initializer=one_thread_per_process) as pool:
             futures = {
                 pool.submit(_build_in_worker, plan.build, t, Path(plan.out_dir) / t.file): t for t in todo

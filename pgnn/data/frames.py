@@ -31,6 +31,7 @@ from numba import njit
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import Calib, frame_paths, read_calib, read_image, read_scan
 from pgnn.data.labels import Label, read_labels
+from pgnn.data.png import warm_up as png_warm_up
 
 # The image_2 size of most KITTI frames (the original hard-codes it for its truncation test): the field of
 # view of a scan read without its image.
@@ -163,6 +164,15 @@ def _fov_kernel(xyz: np.ndarray, m: np.ndarray, width: float, height: float) -> 
         v = (x * m[1, 0] + y * m[1, 1] + z * m[1, 2] + m[1, 3]) / w
         keep[i] = (u >= 0) & (u < width) & (v >= 0) & (v < height)
     return keep
+
+
+def warm_up(painted: bool = False) -> None:
+    """Load :func:`load_frame`'s numba kernels before a process pool forks, so that its workers inherit them:
+    the PNG decoder's and the FOV crop's for the scans' column views, velodyne (float32) or ``painted``
+    (float64)."""
+    scan = np.zeros((1, 8 if painted else 4), np.float64 if painted else np.float32)
+    _fov_kernel(scan[:, :3], np.zeros((3, 4)), 1.0, 1.0)
+    png_warm_up()
 
 
 def fov_mask_numpy(xyz_velo: np.ndarray, calib: Calib, width: int, height: int) -> np.ndarray:

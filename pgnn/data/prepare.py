@@ -14,6 +14,7 @@ import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 
 from pgnn.core.errors import DataError
-from pgnn.core.io import sha256_file
+from pgnn.core.io import sha256_files
 from pgnn.core.parquet import read_parquet, read_parquet_metadata, write_parquet
 from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
-from pgnn.data.frames import Frame, load_frame
+from pgnn.data.frames import Frame, load_frame, warm_up
 from pgnn.data.kitti import Calib, frame_paths
 from pgnn.data.labels import Label
 
@@ -244,11 +245,16 @@ def prepare_plan(
     """
     root = Path(root)
     params = {"painted": painted, "frames_per_shard": frames_per_shard}
-    code = code_version(code_modules)
+    files = {fid: _frame_files(root, fid, painted) for fid in frame_ids}
+    with ThreadPoolExecutor(max_workers=1) as background:  # hash the inputs while code_version parses
+        hashes = background.submit(sha256_files, [p for paths in files.values() for p in paths])
+        code = code_version(code_modules)
+        digests = iter(hashes.result())
+    sha = {fid: [next(digests) for _ in paths] for fid, paths in files.items()}
     tasks = []
     for i, ids in enumerate(chunk_ids(list(frame_ids), frames_per_shard)):
-        inputs = {fid: [sha256_file(p) for p in _frame_files(root, fid, painted)] for fid in ids}
+        inputs = {fid: sha[fid] for fid in ids}
         key = stable_hash({"inputs": inputs, "params": params, "code": code})
         tasks.append(ShardTask(file=f"shard-{i:04d}.parquet", frames=tuple(ids), key=key))
     build = partial(_build_prepared, root=str(root), painted=painted)
-    return ShardPlan(Path(out_dir), tuple(tasks), build, "prepared", params, code)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "prepared", params, code, partial(warm_up, painted))

@@ -45,6 +45,13 @@ def build_graph(
     return graph
 
 
+def warm_up(cfg: GraphConfig) -> None:
+    """Load the numba kernels :func:`build_graph` runs for ``cfg`` (before a process pool forks, so that its
+    workers inherit them)."""
+    points = np.random.default_rng(0).random((64, 3)).astype(np.float32) * 8.0
+    build_graph(points, cfg, np.random.default_rng(0))
+
+
 def graph_counts(graph: dict[str, np.ndarray]) -> dict[str, list[int]]:
     """Vertex counts per level (vertex_coord_0..L) and edge counts per level (edges_0..L-1)."""
     vertices = []

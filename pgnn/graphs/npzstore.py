@@ -28,12 +28,19 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Write ``arrays`` to ``path`` atomically as an uncompressed ``.npz`` with stable bytes."""
     with atomic_path(path, suffix=".npz") as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
         for name in sorted(arrays):
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.require(arrays[name], requirements="C"), allow_pickle=False)
+            array = np.require(arrays[name], requirements="C")
+            if array.dtype.hasobject:
+                raise ValueError(f"{name}: object arrays cannot be saved without pickles")
+            header = io.BytesIO()  # np.lib.format.write_array's bytes: this header, then the C-order data
+            np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
             info.compress_type = zipfile.ZIP_STORED
             info.external_attr = 0o644 << 16
-            zf.writestr(info, buf.getvalue())
+            info.file_size = header.tell() + array.nbytes  # what ZipFile.writestr sets before it writes
+            with zf.open(info, mode="w") as member:  # the array's memory is written without a copy
+                member.write(header.getbuffer())
+                if array.nbytes:
+                    member.write(array.reshape(-1).view(np.uint8))
 
 
 def open_npz_memmap(path: str | Path, verify: bool = True) -> dict[str, np.ndarray]:

@@ -3,6 +3,7 @@ training graph for ``train``, the runtime graph otherwise)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from pgnn.config.params import ResolvedParams
 from pgnn.config.presets import Recipe
 from pgnn.config.resolved import Resolved
 from pgnn.core.errors import DataError
-from pgnn.core.io import sha256_file
+from pgnn.core.io import sha256_files
 from pgnn.core.shards import (
     ShardPlan,
     ShardTask,
@@ -24,6 +25,7 @@ from pgnn.core.shards import (
 )
 from pgnn.data.prepare import read_prepared_shard
 from pgnn.graphs import records
+from pgnn.graphs.build import warm_up
 from pgnn.graphs.cache import write_graph_shard
 from pgnn.pipeline.stages import Layout, stage
 
@@ -66,12 +68,16 @@ def graphs_plan(
         "seed": recipe.graph_seed,
         "frames_per_shard": frames_per_shard,
     }
-    code = code_version(stage("graphs").shard_code)
+    with ThreadPoolExecutor(max_workers=1) as background:  # hash the shards while code_version parses
+        files = list(dict.fromkeys(prepared.values()))
+        hashes = background.submit(sha256_files, files)
+        code = code_version(stage("graphs").shard_code)
+        on_disk = dict(zip(files, hashes.result(), strict=True))
     tasks = []
     for i, ids in enumerate(chunk_ids(sorted(prepared), frames_per_shard)):
         inputs = sorted({shard_sha[prepared[f]] for f in ids})
         for p in {prepared[f] for f in ids}:
-            if sha256_file(p) != shard_sha[p]:
+            if on_disk[p] != shard_sha[p]:
                 raise DataError(p, "prepared shard changed since its manifest was written; rerun prepare")
         key = stable_hash({"inputs": inputs, "frames": ids, "params": params, "code": code})
         tasks.append(ShardTask(file=f"shard-{i:04d}.npz", frames=tuple(ids), key=key))
@@ -82,7 +88,8 @@ def graphs_plan(
         targets_cfg=recipe.targets,
         seed=recipe.graph_seed,
     )
-    return ShardPlan(Path(out_dir), tuple(tasks), build, "graphs", params, code)
+    warm = partial(warm_up, graph_cfg)
+    return ShardPlan(Path(out_dir), tuple(tasks), build, "graphs", params, code, warm=warm)
 
 
 def graphs_step(
