@@ -35,7 +35,6 @@ sum g, sum |g|]) are compared as ``grad_stats_rel``. The output's ``compared`` l
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,11 +54,20 @@ from pgnn.config.original import (
 )
 from pgnn.config.training import TrainConfig
 from pgnn.core.errors import DataError
-from pgnn.nn.graph_input import GraphInput, graph_input_from_arrays
 from pgnn.nn.losses import compute_loss, regularized_parameters
 from pgnn.nn.model import PointGNN
 from pgnn.nn.weights import tf_variable_names
 from pgnn.training.batches import TrainBatch
+from pgnn.training.check_case import (
+    as_tf,
+    case_batch,
+    load_case,
+    load_tf_weights,
+    need,
+    rel,
+    tf_shapes,
+    xavier_init_from_formula,
+)
 from pgnn.training.distributed import Dist
 from pgnn.training.live import IntervalStats
 from pgnn.training.schedule import learning_rate
@@ -67,117 +75,6 @@ from pgnn.training.step import train_step
 from pgnn.training.tf1_optim import make_optimizer
 
 LOSS_TERMS = ("cls", "loc", "reg", "total")
-
-
-def load_case(path: str | Path) -> dict[str, np.ndarray]:
-    """All arrays of a case npz (``allow_pickle=False``); ``DataError`` when it cannot be read."""
-    path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except FileNotFoundError as e:
-        raise DataError(path, "expected a train-step reference case (npz), got no such file") from e
-    except (OSError, ValueError) as e:
-        raise DataError(path, f"expected a train-step reference case (npz), got {e}") from e
-
-
-def _need(arrays: Mapping[str, np.ndarray], key: str, source: Path, what: str = "") -> np.ndarray:
-    if key not in arrays:
-        raise DataError(source, f"expected an array {key!r}{what}, got none")
-    return arrays[key]
-
-
-def rel(a: np.ndarray, ref: np.ndarray) -> float:
-    """||a - ref|| / ||ref|| in float64 (the absolute ||a - ref|| when ref is all zeros)."""
-    a64, r64 = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    if a64.shape != r64.shape:
-        raise ValueError(f"shape {a64.shape} vs reference {r64.shape}")
-    diff = float(np.linalg.norm(a64 - r64))
-    scale = float(np.linalg.norm(r64))
-    return diff / scale if scale > 0 else diff
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Inputs and weights
-# ----------------------------------------------------------------------------------------------------------
-
-
-def case_batch(arrays: Mapping[str, np.ndarray], source: Path) -> TrainBatch:
-    """The saved batch as pgnn's ``TrainBatch``: the merged graph (frames from ``batch/num_vertices``) and
-    the targets of its keypoints (``input/class_labels`` (N1, 1), ``input/encoded_gt_boxes`` (N1, 1, 7),
-    ``input/valid_gt_boxes`` (N1, 1, 1))."""
-    graph_arrays = {"input_features": _need(arrays, "input/initial_vertex_features", source)}
-    level = 0
-    while f"input/vertex_coord_list_{level}" in arrays:
-        graph_arrays[f"vertex_coord_{level}"] = arrays[f"input/vertex_coord_list_{level}"]
-        level += 1
-    for i in range(level - 1):
-        graph_arrays[f"keypoint_indices_{i}"] = _need(arrays, f"input/keypoint_indices_list_{i}", source)
-        graph_arrays[f"edges_{i}"] = _need(arrays, f"input/edges_list_{i}", source)
-    g = graph_input_from_arrays(graph_arrays, source=str(source))
-    n1 = g.vertex_coord[1].shape[0]
-    if "batch/num_vertices" in arrays:
-        per_frame = np.asarray(arrays["batch/num_vertices"])[:, 1]  # (B,) level-1 vertices of each frame
-        if int(per_frame.sum()) != n1:
-            raise DataError(source, f"expected batch/num_vertices[:, 1] to add up to {n1}, got {per_frame}")
-        frames = torch.repeat_interleave(
-            torch.arange(len(per_frame)), torch.from_numpy(per_frame.astype(np.int64))
-        )
-        g = GraphInput(g.features, g.vertex_coord, g.keypoint_indices, g.edges, frames, len(per_frame))
-    labels = np.asarray(_need(arrays, "input/class_labels", source)).reshape(-1)
-    boxes = np.asarray(_need(arrays, "input/encoded_gt_boxes", source))
-    valid = np.asarray(_need(arrays, "input/valid_gt_boxes", source)).reshape(-1)
-    if labels.shape != (n1,) or valid.shape != (n1,) or boxes.shape[0] != n1:
-        raise DataError(
-            source,
-            f"expected targets for the {n1} keypoints, got class_labels {labels.shape}, encoded_gt_boxes "
-            f"{boxes.shape}, valid_gt_boxes {valid.shape}",
-        )
-    return TrainBatch(
-        graph=g,
-        cls_labels=torch.from_numpy(labels.astype(np.int64)),
-        box_targets=torch.from_numpy(np.ascontiguousarray(boxes.reshape(n1, -1), dtype=np.float32)),
-        valid=torch.from_numpy(valid > 0),
-        indices=(0,),
-    )
-
-
-def xavier_init_from_formula(shapes: Mapping[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:
-    """The T3 supplement's initial weights: ``RandomState(seed)``, for each variable in order a weight
-    ``uniform(-l, l, shape)`` with ``l = sqrt(6 / (fan_in + fan_out))`` (float32), a bias zeros (no draw).
-
-    Shapes: shapes[var] is TF's ([in, out] for weights) -> the same shapes
-    """
-    rs = np.random.RandomState(seed)
-    out = {}
-    for name, shape in shapes.items():
-        if name.endswith("/weights"):
-            limit = math.sqrt(6.0 / (shape[0] + shape[1]))
-            out[name] = rs.uniform(-limit, limit, size=shape).astype(np.float32)
-        else:
-            out[name] = np.zeros(shape, np.float32)
-    return out
-
-
-def _tf_shapes(model: PointGNN, names: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
-    params = dict(model.named_parameters())
-    return {
-        tf: tuple(reversed(params[key].shape)) if tf.endswith("/weights") else tuple(params[key].shape)
-        for tf, key in names.items()
-    }
-
-
-def _as_tf(t: torch.Tensor, tf_name: str) -> np.ndarray:
-    a = t.detach().cpu().numpy()
-    return a.T if tf_name.endswith("/weights") else a
-
-
-def _load_tf_weights(model: PointGNN, names: Mapping[str, str], weights: Mapping[str, np.ndarray]) -> None:
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for tf, key in names.items():
-            a = weights[tf].T if tf.endswith("/weights") else weights[tf]
-            params[key].copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -207,7 +104,7 @@ def setup_from_original(config_path: str | Path, train_config_path: str | Path) 
 
 def _fresh_model(setup: Setup, names: Mapping[str, str], init: Mapping[str, np.ndarray]) -> PointGNN:
     model = PointGNN(setup.model)
-    _load_tf_weights(model, names, init)
+    load_tf_weights(model, names, init)
     return model
 
 
@@ -267,7 +164,7 @@ def _run_on_reference_gradients(
         reg = regularized_parameters(scratch)
         train_step(scratch, scratch_opt, [batch], reg, setup.loss, 0.0, dist0, stats, 0)
         scratch_params = dict(scratch.named_parameters())
-        own_first = {tf: _as_tf(scratch_params[key].grad, tf) for tf, key in names.items() if tf not in only}
+        own_first = {tf: as_tf(scratch_params[key].grad, tf) for tf, key in names.items() if tf not in only}
     optimizer = make_optimizer(
         setup.train.optimizer, list(model.parameters()), setup.train.initial_lr, setup.train.optimizer_kwargs
     )
@@ -286,13 +183,13 @@ def _run_on_reference_gradients(
             for tf, key in names.items():
                 g = own_first.get(tf) if k == 0 else None
                 if g is None:
-                    g = _need(arrays, prefix + tf, source, f" (the reference gradient of step {k})")
+                    g = need(arrays, prefix + tf, source, f" (the reference gradient of step {k})")
                 g = g.T if tf.endswith("/weights") else g
                 params[key].grad = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32))
             optimizer.step()
         history.append(_norms(model, names))
     final = [
-        rel(_as_tf(params[names[tf]], tf), arrays["final/" + tf]) for tf in names if "final/" + tf in arrays
+        rel(as_tf(params[names[tf]], tf), arrays["final/" + tf]) for tf in names if "final/" + tf in arrays
     ]
     return _max(max(final) if final else None, _norm_rel(history, arrays, "steps/param_norm/"))
 
@@ -335,10 +232,10 @@ def check_train_step(
 
     model = PointGNN(setup.model)
     names = tf_variable_names(setup.model)
-    shapes = _tf_shapes(model, names)
+    shapes = tf_shapes(model, names)
     stored = {k[len("init/") :] for k in arrays if k.startswith("init/")}
     if stored == set(names):
-        init = {tf: _need(arrays, "init/" + tf, case_path) for tf in names}
+        init = {tf: need(arrays, "init/" + tf, case_path) for tf in names}
         for tf in names:
             if tuple(init[tf].shape) != shapes[tf]:
                 raise DataError(case_path, f"expected init/{tf} of shape {shapes[tf]}, got {init[tf].shape}")
@@ -355,7 +252,7 @@ def check_train_step(
     if any(k.startswith("init_checksum/") for k in arrays):
         errs = []
         for tf in names:
-            ref = np.asarray(_need(arrays, "init_checksum/" + tf, case_path), np.float64)
+            ref = np.asarray(need(arrays, "init_checksum/" + tf, case_path), np.float64)
             w = init[tf].astype(np.float64).ravel()
             ours = np.array([w.sum(), np.abs(w).sum(), w[0], w[-1]])
             errs.append(float(np.max(np.abs(ours - ref)) / max(float(ref[1]), 1e-30)))
@@ -364,9 +261,9 @@ def check_train_step(
     for tf in stored & set(names):
         if tf not in init or not np.array_equal(arrays["init/" + tf], init[tf]):
             raise DataError(case_path, f"expected init/{tf} to equal the initial weights used, it differs")
-    _load_tf_weights(model, names, init)
+    load_tf_weights(model, names, init)
 
-    ref_lrs = [float(x) for x in _need(arrays, "steps/learning_rate", case_path)]
+    ref_lrs = [float(x) for x in need(arrays, "steps/learning_rate", case_path)]
     steps = len(ref_lrs) if max_steps is None else min(max_steps, len(ref_lrs))
     params = dict(model.named_parameters())
     optimizer = make_optimizer(
@@ -387,7 +284,7 @@ def check_train_step(
         train_step(model, optimizer, [batch], reg_params, setup.loss, lr, dist, stats, k)
         cls, loc = (float(x) for x in stats.data_terms)
         losses.append({"cls": cls, "loc": loc, "reg": stats.reg, "total": cls + loc + stats.reg})
-        grads = {tf: _as_tf(params[key].grad, tf) for tf, key in names.items()}
+        grads = {tf: as_tf(params[key].grad, tf) for tf, key in names.items()}
         if k == 0:
             first_grads = grads
         grad_norms.append({tf: float(np.linalg.norm(g.astype(np.float64))) for tf, g in grads.items()})
@@ -400,7 +297,7 @@ def check_train_step(
         )
     losses.append({t: float(terms[t]) for t in LOSS_TERMS})
 
-    ref_loss = {t: float(_need(arrays, f"loss/{t}_loss", case_path)) for t in LOSS_TERMS}
+    ref_loss = {t: float(need(arrays, f"loss/{t}_loss", case_path)) for t in LOSS_TERMS}
     loss_rel = max(abs(losses[0][t] - ref_loss[t]) / abs(ref_loss[t]) for t in LOSS_TERMS)
     compared.append("loss/{cls,loc,reg,total}_loss at the initial weights")
     grad_keys = [tf for tf in names if "grad/" + tf in arrays]
@@ -413,7 +310,7 @@ def check_train_step(
     if any(k.startswith("grad_stats/") for k in arrays):
         errs = []
         for tf in names:
-            ref = np.asarray(_need(arrays, "grad_stats/" + tf, case_path), np.float64)
+            ref = np.asarray(need(arrays, "grad_stats/" + tf, case_path), np.float64)
             g = first_grads[tf].astype(np.float64)
             ours = np.array([np.linalg.norm(g), g.sum(), np.abs(g).sum()])
             scale = np.array([ref[0], ref[2], ref[2]])  # sum g relative to sum |g|
@@ -426,11 +323,9 @@ def check_train_step(
     weights_final_rel = None
     update_rel = None
     if final_keys and steps == len(ref_lrs):
-        weights_final_rel = max(
-            rel(_as_tf(params[names[tf]], tf), arrays["final/" + tf]) for tf in final_keys
-        )
+        weights_final_rel = max(rel(as_tf(params[names[tf]], tf), arrays["final/" + tf]) for tf in final_keys)
         updates = [
-            rel(_as_tf(params[names[tf]], tf) - init[tf], arrays["final/" + tf] - init[tf])
+            rel(as_tf(params[names[tf]], tf) - init[tf], arrays["final/" + tf] - init[tf])
             for tf in final_keys
             if np.any(arrays["final/" + tf] != init[tf])
         ]

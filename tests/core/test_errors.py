@@ -215,7 +215,8 @@ def test_full_disk_during_an_npz_write_names_the_shard(
 
     import numpy as np
 
-    monkeypatch.setattr(zipfile.ZipFile, "writestr", _no_space)
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", _no_space)  # either way of writing a member
+    monkeypatch.setattr(zipfile.ZipFile, "open", _no_space)
     dest = tmp_path / "graphs" / "shard-0003.npz"
     with pytest.raises(WriteError) as info:
         save_npz(dest, {"a": np.zeros(3)})
