@@ -125,7 +125,8 @@ def make_root(root: Path, pool_root: Path, pool_ids: list[str], frames: int) -> 
 
 
 def make_project(project: Path, preset: str, workers: int, frames_per_shard: int) -> None:
-    """A git + DVC project with this repository's code, params and ``prepare`` / ``graphs`` stages."""
+    """A git + DVC project with this repository's code, params and ``params`` / ``prepare`` / ``graphs``
+    stages."""
     project.mkdir(parents=True, exist_ok=True)
     for folder in ("pgnn", "stages"):
         shutil.rmtree(project / folder, ignore_errors=True)
@@ -141,7 +142,7 @@ def make_project(project: Path, preset: str, workers: int, frames_per_shard: int
     }
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    dvc_yaml = {"stages": {k: stages[k] for k in ("prepare", "graphs")}}
+    dvc_yaml = {"stages": {k: stages[k] for k in ("params", "prepare", "graphs")}}
     (project / "dvc.yaml").write_text(yaml.safe_dump(dvc_yaml, sort_keys=False))
     (project / ".gitignore").write_text("__pycache__/\n/data/kitti/\n")
     if not (project / ".git").is_dir():
@@ -242,10 +243,13 @@ def run_steps(project: Path) -> tuple[dict[str, float], dict[str, float]]:
     from pgnn.config.presets import resolve
     from pgnn.pipeline.stages import Layout
     from pgnn.pipeline.steps.graphs import graphs_step
+    from pgnn.pipeline.steps.params import params_step
     from pgnn.pipeline.steps.prepare import prepare_step
 
     params = load_params(project / "params.yaml")
     layout = Layout(project)
+    with contextlib.redirect_stdout(io.StringIO()):  # the `params` stage: params.resolved.yaml (untimed, ms)
+        params_step(params, project / "params.yaml", layout.resolved)
     recipe = resolve(params)
     seconds: dict[str, float] = {}
     cpu: dict[str, float] = {}
