@@ -13,8 +13,8 @@ vector, the step-0 gradient of the first point-MLP layer's bias (pgnn's differs 
 3e-6 relative, a few float32 roundings of a 240k-edge sum), is replaced by TF's, the three free-running steps
 land within 4e-6 of TF's weights (``forced_only_rel``). Summing that gradient in float64 or in TF's sequential
 order, or computing the forward in float64, does not bring it closer (float64: 2e-3). So case b asserts
-weights_rel <= 5e-4, ``forced_rel`` (step 0 on the whole reference gradient) <= 1e-4 and ``forced_only_rel``
-<= 1e-5.
+weights_rel <= 5e-4 and ``forced_only_rel`` <= 1e-5 (``forced_rel``, step 0 on the whole reference gradient,
+is 1.7e-5; case a asserts it).
 
 T3 supplement: the README's RandomState formula reproduces the init checksums; step-0 quantities are compared
 tightly (its LR-0.125 trajectory diverges, so later steps only amplify float noise); one step is run.
@@ -90,13 +90,14 @@ def test_case_b(train_step_dir: Path) -> None:
         d / "case_b.npz",
         d / "case_b_config.json",
         d / "case_b_train_config.json",
+        forced=False,  # forced_only below is the sharper version (one run of 3 steps less on CI)
         forced_only=[FIRST_POINT_BIAS],
     )
     assert out["variables"] == 52 and out["parameters"] == 726_619
     assert out["loss_rel"] <= 1e-4
     assert out["grad_rel"] <= 1e-3
     assert out["weights_rel"] <= 5e-4  # see the module docstring: kink-amplified float noise, 2.6e-4 here
-    assert out["forced_rel"] <= 1e-4
+    assert out["forced_rel"] is None
     assert out["forced_only_rel"] <= 1e-5  # the whole excess is that one vector's step-0 float noise
     assert out["lr"] == LR_REF
     assert out["steps_loss_rel"] <= 1e-4
