@@ -237,36 +237,22 @@ def disk_usage(folder: Path) -> int:
 
 
 def run_steps(project: Path) -> tuple[dict[str, float], dict[str, float]]:
-    """prepare@{train,val}, graphs@{train,val} through pgnn.pipeline.steps; wall and CPU seconds per step
+    """prepare@{train,val}, graphs@{train,val} through pgnn.pipeline.runner; wall and CPU seconds per step
     (the CPU seconds of the pool workers count when the step's pool has ended)."""
-    from pgnn.config.params import load_params
-    from pgnn.config.presets import resolve
+    from pgnn.pipeline.runner import load_stage_params, run_item, stage_items
     from pgnn.pipeline.stages import Layout
-    from pgnn.pipeline.steps.graphs import graphs_step
-    from pgnn.pipeline.steps.params import params_step
-    from pgnn.pipeline.steps.prepare import prepare_step
 
-    params = load_params(project / "params.yaml")
     layout = Layout(project)
-    with contextlib.redirect_stdout(io.StringIO()):  # the `params` stage: params.resolved.yaml (untimed, ms)
-        params_step(params, project / "params.yaml", layout.resolved)
-    recipe = resolve(params)
     seconds: dict[str, float] = {}
     cpu: dict[str, float] = {}
     with contextlib.redirect_stdout(io.StringIO()):  # run_plan prints a line per shard (936 a split)
-        for split in ("train", "val"):
-            with timed(seconds, cpu, f"prepare@{split}"):
-                prepare_step(params.data, split, layout.prepared(split), root_dir=project)
-        for split in ("train", "val"):
-            with timed(seconds, cpu, f"graphs@{split}"):
-                graphs_step(
-                    recipe,
-                    split,
-                    layout.prepared(split),
-                    layout.graphs(split),
-                    params.data.frames_per_shard,
-                    params.data.workers,
-                )
+        for it in stage_items(["params", "prepare", "graphs"]):
+            params = load_stage_params(it.stage, layout)
+            if it.stage.name == "params":  # params.resolved.yaml (untimed, ms)
+                run_item(it, layout, params)
+                continue
+            with timed(seconds, cpu, it.target):
+                run_item(it, layout, params)
     return seconds, cpu
 
 

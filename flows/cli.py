@@ -1,13 +1,13 @@
-"""``python -m flows.pipeline``: check the arguments and params.yaml, skip if nothing is to do, run a flow.
+"""``python -m flows``: check the arguments and params.yaml, skip if nothing is to do, run a flow.
 
 In that order, and each step only when the one before passed:
 
 1. the arguments (one line on stderr and status 2 for a bad one, in about a second: prefect is not imported);
 2. params.yaml, loaded and resolved to its recipe (``pgnn.config.presets.resolve``): a bad value is one line
-   ``python -m flows.pipeline: error: params.yaml: <key>: <what was expected>`` (pgnn.core.errors), status 1;
-3. for the preprocessing stages, whether anything is to do (:func:`flows.pipeline.up_to_date`: the shard
-   manifests and verified cache records, as the flow decides it). If not, print the summary and exit: no
-   flow run, no Prefect server (``--always-run`` runs the flow anyway);
+   ``python -m flows: error: params.yaml: <key>: <what was expected>`` (pgnn.core.errors), status 1;
+3. whether anything is to do (:func:`pgnn.pipeline.record.pending`: ``dvc status`` of the asked-for stages
+   and those upstream of them, as the flow decides it). If not, say so and exit: no flow run, no Prefect
+   server (``--always-run`` runs the flow anyway);
 4. the flow, against ``PREFECT_API_URL`` (yours, or your profile's) or else Prefect's ephemeral server; with
    ``--runner processes`` or ``dask`` and no API URL, one ``prefect server start`` that every process of
    the run shares (``flows/server.py``; the flow then runs in a child process whose environment names it).
@@ -31,7 +31,7 @@ from flows import PREPROCESS_STAGES, RUNNER_KINDS, SHARD_STAGES, STAGES, TRAIN_E
 from pgnn.core.errors import debug_enabled, report, user_errors
 from pgnn.pipeline.prefect_env import user_api_url
 
-PROG = "python -m flows.pipeline"
+PROG = "python -m flows"
 FLOW_STAGES: dict[str, tuple[str, ...]] = {
     "full": STAGES,
     "preprocess": PREPROCESS_STAGES,
@@ -107,15 +107,15 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     check_params(args.params)
     stages = tuple(args.stages)
     own_api = user_api_url() is not None
-    if not args.always_run and set(stages) <= set(PREPROCESS_STAGES):
-        from flows.pipeline import up_to_date
+    if not args.always_run:
+        from pgnn.pipeline.record import pending
 
-        summary = up_to_date(args.params, args.root, stages, ask_api=own_api)
-        if summary is not None:
-            print(json.dumps(summary, indent=2, sort_keys=True))
+        stale = pending(args.params, args.root, stages)
+        if stale == []:
             print(
-                f"{args.flow} flow: nothing to do, every output of {' '.join(stages)} is current "
-                f"(checked in {time.perf_counter() - t0:.1f} s; no flow run, no Prefect server)"
+                f"{args.flow} flow: nothing to do, every stage item of {' '.join(stages)} (and upstream) is "
+                f"current in dvc.lock (checked in {time.perf_counter() - t0:.1f} s; no flow run, no Prefect "
+                "server)"
             )
             return 0
     if args.runner != "threads" and any(s in SHARD_STAGES for s in stages) and not own_api:
@@ -136,7 +136,7 @@ def run_with_shared_server(argv: Sequence[str]) -> int:
     server = start_shared_server()
     try:
         server.wait_healthy()
-        cmd = [sys.executable, "-m", "flows.pipeline", *argv, "--always-run"]
+        cmd = [sys.executable, "-m", "flows", *argv, "--always-run"]
         return subprocess.run(cmd, env=dict(os.environ), check=False).returncode
     finally:
         server.stop()  # the child has sent its logs and events before it exited

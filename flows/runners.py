@@ -50,6 +50,6 @@ def make_task_runner(kind: str, max_workers: int, dask_address: str | None = Non
 
 def has_api_url() -> bool:
     """Whether ``PREFECT_API_URL`` names a server (else each worker process of a process pool or Dask cluster
-    would start its own ephemeral one; ``python -m flows.pipeline`` starts one they share, see
+    would start its own ephemeral one; ``python -m flows`` starts one they share, see
     ``flows/server.py``)."""
     return bool(PREFECT_API_URL.value())

@@ -3,7 +3,7 @@
 Without ``PREFECT_API_URL``, Prefect runs a flow against an ephemeral server of its own process. Process-pool
 and Dask workers cannot see it: each would start (and migrate) one of its own, and so would threads that
 Prefect starts without the run's settings context (the process pool's log and event forwarder, which reads
-the settings prefect read from the environment at import). So ``python -m flows.pipeline`` starts
+the settings prefect read from the environment at import). So ``python -m flows`` starts
 ``prefect server start`` (loopback, no UI, no background services) and runs the flow in a child process
 whose environment names it as ``PREFECT_API_URL``, as a deployment's worker does. Nothing here imports
 prefect.

@@ -13,9 +13,9 @@ if str(ROOT) not in sys.path:
 
 
 def main(name: str) -> None:
-    """Run stage ``name`` (``pgnn.pipeline.stages``) with this script's arguments on the repo root."""
+    """Run stage ``name`` (``pgnn.pipeline.runner``) with this script's arguments on the repo root."""
     from pgnn.core.errors import install_user_errors
-    from pgnn.pipeline.stages import run_stage
+    from pgnn.pipeline.runner import run_stage
 
     install_user_errors()
     run_stage(name, sys.argv[1:], ROOT)

@@ -105,7 +105,12 @@ def params_digest(path: str | Path = "params.yaml") -> str:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise DataError(path, f"cannot read params: {e}") from e
-    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()
+    return values_digest(raw)
+
+
+def values_digest(values: Any) -> str:
+    """sha256 of plain data (the values of a params file, or those plus a command line's overrides)."""
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
 RESOLVED_SOURCE = "# source: params.yaml values sha256 "

@@ -79,21 +79,23 @@ def optimizer_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"optimizer {name!r}: invalid optimizer_kwargs: {e}") from e
 
 
-# Settings that may change between a run and its resumption without breaking the exact continuation.
-# They are not part of a run's key (pgnn.training.source.train_run_key): changing them resumes the run.
-RESUMABLE_CHANGES = {
-    "train_dataset",
-    "max_steps",
-    "max_epoch",
-    "checkpoint_every",
-    "save_every_epoch",
-    "keep_last",
-    "log_every",
-    "eval_every",
-    "eval_frames",
-    "num_workers",
-    "device",
+RESUMABLE_CHANGES: dict[str, str] = {
+    "max_steps": "where the run stops: a run asked for N steps resumes from its newest checkpoint at or "
+    "before N, so it exports the step-N model of an uninterrupted N-step run",
+    "max_epoch": "likewise: it only moves where the run stops",
+    "checkpoint_every": "when checkpoints are written; they hold the same state whenever they are written",
+    "save_every_epoch": "likewise",
+    "keep_last": "how many checkpoints are kept on disk",
+    "num_workers": "data-loading processes: the frames of a step depend only on (seed, epoch, step)",
+    "device": "where the run computes (on one machine kind the result is the same; CPU and CUDA differ by "
+    "float rounding)",
+    "train_dataset": "a label: the original's split file the recipe was written for; pgnn does not read it",
 }
+"""Train settings that may change between a run and its resumption without changing its weights or its
+logged curves: they are not part of a run's key (:func:`pgnn.training.source.train_run_key`), so a change
+resumes the run. Each has a test that the weights are equal with and without the change
+(tests/training/test_neutral_settings.py). ``log_every``, ``eval_every`` and ``eval_frames`` change the
+logged curves (results too), so they are in the key."""
 
 
 class TrainConfig(BaseModel):

@@ -11,7 +11,8 @@ A checkpoint is a plain dict::
                                         # authors' released weights)
       "graph_preset": str, "encoding": str, "label_method": str, "input_features": str,
       "step": int,
-      # optional, added by the training loop: "optimizer", "scheduler", "rng", "train_config";
+      # optional, added by the training loop: "optimizer", "scheduler", "rng", "train_config",
+      # "live_history" (the run's dvclive curves up to this step: {path: TSV text});
       # added by weight import: "source", "original_config"
     }
 
@@ -21,8 +22,8 @@ pickled code. File names of a run's checkpoints carry the step: ``ckpt-00001000.
 Loading verifies the file first: ``torch.save`` writes a zip archive whose every record carries a CRC-32,
 which ``torch.load`` does not check (flipped bytes inside a tensor load silently); :func:`load_checkpoint`
 checks them all (:func:`pgnn.io.verify_zip`) and a corrupted file is a ``DataError`` naming it.
-:func:`latest_good_checkpoint` is what a resumed run starts from: the newest checkpoint that loads, the
-corrupted newer ones moved aside with a warning.
+:func:`latest_good_checkpoint` is what a resumed run starts from: the newest checkpoint (at or before the
+step the run is asked to reach) that loads, the corrupted newer ones moved aside with a warning.
 """
 
 from __future__ import annotations
@@ -165,25 +166,36 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return None if best is None else best[1]
 
 
-def checkpoints_newest_first(directory: str | Path) -> list[Path]:
-    """The ``ckpt-<step>.pt`` files of ``directory``, highest step first ([] if there is no such folder)."""
+def checkpoint_step(path: str | Path) -> int | None:
+    """The step in a checkpoint's file name (``ckpt-00001000.pt`` -> 1000), or None for another name."""
+    m = _NAME.match(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def checkpoints_newest_first(directory: str | Path, max_step: int | None = None) -> list[Path]:
+    """The ``ckpt-<step>.pt`` files of ``directory`` (with a step <= ``max_step`` when given), highest step
+    first ([] if there is no such folder)."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name)) and p.is_file()]
-    return [p for _, p in sorted(found, reverse=True)]
+    found = [(s, p) for p in directory.iterdir() if (s := checkpoint_step(p)) is not None and p.is_file()]
+    return [p for s, p in sorted(found, reverse=True) if max_step is None or s <= max_step]
 
 
 def latest_good_checkpoint(
-    directory: str | Path, warn: Callable[[str], None] | None = None, quarantine: bool = True
+    directory: str | Path,
+    warn: Callable[[str], None] | None = None,
+    quarantine: bool = True,
+    max_step: int | None = None,
 ) -> Path | None:
-    """The newest ``ckpt-<step>.pt`` of ``directory`` that loads (:func:`load_checkpoint`), or None.
+    """The newest ``ckpt-<step>.pt`` of ``directory`` (at or before ``max_step`` when given) that loads
+    (:func:`load_checkpoint`), or None.
 
     Each newer one that fails to load (corrupted, truncated, foreign) is reported through ``warn`` (one line
     naming it) and, with ``quarantine``, renamed to ``<name>.corrupt``, so that neither a later resume nor the
     pruning of old checkpoints (which keeps the highest steps) takes it for a good one.
     """
-    for path in checkpoints_newest_first(directory):
+    for path in checkpoints_newest_first(directory, max_step):
         try:
             load_checkpoint(path)
             return path
@@ -198,7 +210,16 @@ def latest_good_checkpoint(
     return None
 
 
-TRAINING_STATE_KEYS = ("optimizer", "scheduler", "rng", "epoch", "position", "num_records", "world_size")
+TRAINING_STATE_KEYS = (
+    "optimizer",
+    "scheduler",
+    "rng",
+    "epoch",
+    "position",
+    "num_records",
+    "world_size",
+    "live_history",
+)
 
 
 def export_model(src: str | Path, dest: str | Path) -> None:

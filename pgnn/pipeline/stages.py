@@ -1,9 +1,9 @@
 """The stage table: the one place where the pipeline's stages, their paths, params and outputs are written.
 
 Everything else reads it: ``dvc.yaml`` is generated from it (``pgnn dvc-yaml``; a test fails when the
-committed file differs), the thin scripts in ``stages/`` run a stage by name (:func:`run_stage`), the Prefect
-flows (``flows/``) and the CLI take their paths from :class:`Layout`, and the code versions in shard
-manifests come from each stage's ``shard_code``::
+committed file differs); every driver (the thin scripts in ``stages/`` under ``dvc repro``, the Prefect flows,
+``pgnn train``) runs a stage through :func:`pgnn.pipeline.runner.run_item`; paths come from :class:`Layout`;
+the code versions in shard manifests come from each stage's ``shard_code``::
 
     params -> synth -> prepare@{train,val} -+-> gt_db ------------+-> train -> predict -> evaluate -> plots
                                             +-> graphs@{train,val} +
@@ -21,9 +21,6 @@ in :data:`PATHS`), add ``stages/<name>.py`` (two lines, as the others), run ``pg
 
 from __future__ import annotations
 
-import importlib
-import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -46,13 +43,17 @@ PATHS: dict[str, str] = {
     "train_metrics": "metrics/train.json",
     "train_timings": "timings/train.json",
     "predictions": "data/predictions/{item}",
-    "timings": "timings/predict.json",
+    "predict_timings": "timings/predict.json",
     "ap": "metrics/ap.json",
     "eval_metrics": "metrics/eval.json",
     "curves": "plots/pr",
     "images": "plots/images",
 }
-"""Every artifact path, relative to the project root; ``{item}`` is the split of a ``foreach`` stage."""
+"""Every artifact path, relative to the project root; ``{item}`` is the split of a ``foreach`` stage.
+
+Not every artifact is a DVC output: ``checkpoints`` (a run's resumable state, ``models/checkpoints/<run
+key>/``) and the wall-clock ``*_timings`` are written by their stages but neither hashed by DVC nor tracked by
+git (``.gitignore``), so that two runs of the same params leave the same bytes in both."""
 
 
 @dataclass(frozen=True)
@@ -68,81 +69,17 @@ class Layout:
             raise ValueError(f"artifact {name!r} is per split: give the split")
         return self.root / template.format(item=item)
 
-    @property
-    def resolved(self) -> Path:
-        return self.path("resolved")
-
-    @property
-    def synthetic(self) -> Path:
-        return self.path("synthetic")
-
-    def prepared(self, split: str) -> Path:
-        return self.path("prepared", split)
-
-    def graphs(self, split: str) -> Path:
-        return self.path("graphs", split)
-
-    def predictions(self, split: str) -> Path:
-        return self.path("predictions", split)
-
-    @property
-    def gt_db(self) -> Path:
-        return self.path("gt_db")
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.path("checkpoints")
-
-    @property
-    def model(self) -> Path:
-        return self.path("model")
-
-    @property
-    def live(self) -> Path:
-        return self.path("live")
-
-    @property
-    def train_summary(self) -> Path:
-        return self.path("train_summary")
-
-    @property
-    def train_metrics(self) -> Path:
-        return self.path("train_metrics")
-
-    @property
-    def train_timings(self) -> Path:
-        return self.path("train_timings")
-
-    @property
-    def predict_metrics(self) -> Path:
-        """Prediction's mean per-stage timings (not a DVC metric: timings are not results)."""
-        return self.path("timings")
-
-    @property
-    def ap_metrics(self) -> Path:
-        return self.path("ap")
-
-    @property
-    def eval_metrics(self) -> Path:
-        return self.path("eval_metrics")
-
-    @property
-    def curves(self) -> Path:
-        return self.path("curves")
-
-    @property
-    def images(self) -> Path:
-        return self.path("images")
-
 
 @dataclass(frozen=True)
 class Output:
     """One output of a stage: an artifact of :data:`PATHS` and how DVC treats it.
 
-    ``kind``: ``out`` (cached), ``metric`` or ``plot``; ``persist``: kept when the stage reruns (a killed
-    run resumes from it); ``cache``: whether DVC caches it; ``plot``: the plot's options (``x``, ``y``).
-    Metrics hold results only (AP, losses), so that ``dvc metrics diff`` and ``dvc exp show`` are short;
-    timings and full tables are plain outputs with ``cache: false`` (in git, not in DVC's cache).
+    ``kind``: ``out`` (cached), ``metric`` or ``plot`` (an image plot: DVC's vega charts load vega from a CDN
+    and stay blank offline, so curves are plain outputs and the ``plots`` stage draws them); ``persist``:
+    kept when the stage reruns (a killed run resumes from it); ``cache``: whether DVC caches it; ``plot``:
+    the plot's options. Metrics hold results only (AP, losses), so that ``dvc metrics diff`` and ``dvc exp
+    show`` are short; full tables and curves are plain outputs with ``cache: false`` (in git, not in DVC's
+    cache).
     """
 
     artifact: str
@@ -246,14 +183,10 @@ STAGES: tuple[Stage, ...] = (
         ),
         deps=("graphs:train", "prepared:train", "gt_db", "graphs:val", "prepared:val"),
         outs=(
-            Output("checkpoints", persist=True),
             Output("model"),
             Output("train_metrics", kind="metric", cache=False),
-            # dvclive's whole summary: kept by DVC like the curves (a rerun that resumes a finished run, e.g.
-            # for a changed `validation`, trains no step and so writes no new summary)
-            Output("train_summary", cache=False, persist=True),
-            Output("train_timings", cache=False),
-            Output("live_plots", kind="plot", cache=False, persist=True, plot=(("x", "step"),)),
+            Output("train_summary", cache=False),
+            Output("live_plots", cache=False),
         ),
     ),
     Stage(
@@ -262,7 +195,7 @@ STAGES: tuple[Stage, ...] = (
         "KITTI result files of the val split from the cached runtime graphs",
         params=("postprocess",),
         deps=("model", "graphs:val", "prepared:val"),
-        outs=(Output("predictions:val"), Output("timings", cache=False)),
+        outs=(Output("predictions:val"),),
         foreach=None,
     ),
     Stage(
@@ -274,7 +207,7 @@ STAGES: tuple[Stage, ...] = (
         outs=(
             Output("ap", kind="metric", cache=False),
             Output("eval_metrics", cache=False),
-            Output("curves", kind="plot", cache=False, plot=(("x", "recall"), ("y", "moderate"))),
+            Output("curves", cache=False),
         ),
     ),
     Stage(
@@ -288,7 +221,7 @@ STAGES: tuple[Stage, ...] = (
 )
 
 STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
-RUNNER_MODULE = "pgnn.pipeline.stages"
+RUNNER_MODULE = "pgnn.pipeline.runner"
 
 
 def stage(name: str) -> Stage:
@@ -316,31 +249,3 @@ def code_deps(s: Stage, root: Path = PACKAGE_ROOT) -> tuple[str, ...]:
     """The stage's code deps: its script, ``stages/_common.py`` and the import closure of the runner
     (this module) and the entry, relative to ``root``."""
     return (s.script, "stages/_common.py", *closure_files([RUNNER_MODULE, s.entry], root))
-
-
-def run_stage(name: str, argv: Sequence[str], root: Path) -> None:
-    """Run stage ``name`` on the project at ``root``: call ``<entry>.run(params, layout, item)``.
-
-    ``params`` is :class:`pgnn.config.params.Params` (params.yaml) for the ``params`` stage and
-    :class:`pgnn.config.params.ResolvedParams` (params.resolved.yaml, checked to come from the current
-    params.yaml) for the others. ``argv`` holds the split of a ``foreach`` stage (``prepare train``) and
-    nothing otherwise.
-    """
-    from pgnn.config.params import ResolvedParams, load_params
-
-    s = stage(name)
-    if s.foreach is not None:
-        if len(argv) != 1 or argv[0] not in s.foreach:
-            raise SystemExit(f"usage: python {s.script} {{{','.join(s.foreach)}}}")
-        item: str | None = argv[0]
-    elif argv:
-        raise SystemExit(f"usage: python {s.script} (no arguments)")
-    else:
-        item = None
-    logging.basicConfig(level=logging.INFO, format="%(message)s")  # step and val-AP lines in the log
-    layout = Layout(root)
-    if s.reads_params_yaml:
-        params: object = load_params(root / "params.yaml")
-    else:
-        params = ResolvedParams.load(layout.resolved, root / "params.yaml")
-    importlib.import_module(s.entry).run(params, layout, item)

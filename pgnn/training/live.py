@@ -6,6 +6,7 @@ import csv
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-from pgnn.core.io import atomic_open
+from pgnn.core.io import atomic_open, write_json_atomic
 from pgnn.training.distributed import Dist
 from pgnn.training.metrics import VertexMetricsAccumulator
 
@@ -100,9 +101,25 @@ class IntervalStats:
         return out
 
 
+TIME_PREFIX = "time/"
+"""Interval values that are wall-clock figures: logged to the log and the timings file, never to dvclive
+(whose files are results: two runs of the same params write the same bytes)."""
+
+
+def _metric_files(live_dir: Path) -> list[Path]:
+    root = live_dir / "plots" / "metrics"
+    return sorted(root.rglob("*.tsv")) if root.is_dir() else []
+
+
+def live_history(live_dir: Path) -> dict[str, str]:
+    """The run's dvclive curves: ``{path relative to live_dir: TSV text}`` (saved in every checkpoint)."""
+    return {p.relative_to(live_dir).as_posix(): p.read_text() for p in _metric_files(live_dir)}
+
+
 def truncate_live_history(live_dir: Path, last_step: int) -> None:
-    """Drop the dvclive history rows after ``last_step`` (logged by a run killed after its checkpoint)."""
-    for tsv in (live_dir / "plots" / "metrics").rglob("*.tsv"):
+    """Drop the dvclive history rows after ``last_step`` (for checkpoints saved before they held the
+    history)."""
+    for tsv in _metric_files(live_dir):
         with open(tsv, newline="") as f:
             rows = list(csv.reader(f, delimiter="\t"))
         if not rows or "step" not in rows[0]:
@@ -114,27 +131,64 @@ def truncate_live_history(live_dir: Path, last_step: int) -> None:
                 csv.writer(f, delimiter="\t", lineterminator=os.linesep).writerows(kept)
 
 
-def open_live(live_dir: Path, resume_step: int | None) -> Any:
+def restore_live(live_dir: Path, step: int, history: Mapping[str, str] | None) -> None:
+    """Make ``live_dir`` hold the curves of the checkpoint at ``step``: its saved history (whatever another
+    run left in the folder), or, for a checkpoint without one, the folder's rows up to ``step``."""
+    if history is None:
+        truncate_live_history(live_dir, step)
+        return
+    if live_dir.exists():
+        shutil.rmtree(live_dir)
+    for rel, text in history.items():
+        path = live_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def write_summary(live_dir: Path, step: int) -> None:
+    """``live_dir/metrics.json`` from the curves: each metric's last value, nested by its path, and ``step``.
+
+    Written from the TSV files rather than kept from dvclive's session, so that it is the same for an
+    uninterrupted run and one resumed (or one that had nothing left to do)."""
+    summary: dict[str, Any] = {"step": step}
+    root = live_dir / "plots" / "metrics"
+    for tsv in _metric_files(live_dir):
+        with open(tsv, newline="") as f:
+            rows = list(csv.reader(f, delimiter="\t"))
+        if len(rows) < 2:
+            continue
+        header, last = rows[0], rows[-1]
+        value = float(last[header.index(tsv.stem)])
+        *parents, name = tsv.relative_to(root).with_suffix("").parts
+        node = summary
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[name] = value
+    write_json_atomic(live_dir / "metrics.json", summary)
+
+
+def open_live(live_dir: Path, resume: bool) -> Any:
+    """dvclive's ``Live`` on ``live_dir``: a fresh one (clearing the folder) or, with ``resume``, one that
+    appends to the curves :func:`restore_live` put there."""
     from dvclive import Live
 
-    if resume_step is not None:
-        truncate_live_history(live_dir, resume_step)
-    return Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, resume=resume_step is not None)
+    return Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, resume=resume)
 
 
 Validator = Callable[[torch.nn.Module, int], Mapping[str, float]]
 """``validate(model, step)``: metrics of the model on held-out frames (``{"val/Car/3d/moderate": ...}``)."""
 
 
-def log_values(live: Any, step: int, values: Mapping[str, float]) -> None:
-    """Log named values at ``step`` (to the log, and to dvclive when ``live`` is open)."""
-    shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
-    log.info("step %d: %s", step, shown)
+def log_values(live: Any, step: int, values: Mapping[str, float], quiet: bool = False) -> None:
+    """Log named values at ``step`` (to the log unless ``quiet``, and to dvclive when ``live`` is open;
+    wall-clock values, ``time/...``, never go to dvclive)."""
+    if not quiet:
+        log.info("step %d: %s", step, ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
     if live is None:
         return
     live.step = step
     for name, value in values.items():
-        if math.isfinite(value):
+        if math.isfinite(value) and not name.startswith(TIME_PREFIX):
             live.log_metric(name, value)
     live.sync()
 
@@ -153,10 +207,4 @@ def log_interval(live: Any, step: int, last_step: int, values: Mapping[str, floa
         values["time/sec_per_step"],
         values.get("time/data_wait", 0.0),
     )
-    if live is None:
-        return
-    live.step = step
-    for name, value in values.items():
-        if math.isfinite(value):
-            live.log_metric(name, value)
-    live.sync()
+    log_values(live, step, values, quiet=True)

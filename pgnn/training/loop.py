@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,13 +48,25 @@ import torch
 
 from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import TrainConfig
+from pgnn.core.io import write_json_atomic
 from pgnn.core.progress import Progress
 from pgnn.graphs.targets import method_class_names
 from pgnn.nn.checkpoint import checkpoint_name
 from pgnn.nn.losses import regularized_parameters
 from pgnn.training.batches import RecordDataset, RecordSource, batch_loader
 from pgnn.training.distributed import Dist, init_distributed
-from pgnn.training.live import IntervalStats, Validator, class_labels, log_interval, log_values, open_live
+from pgnn.training.live import (
+    TIME_PREFIX,
+    IntervalStats,
+    Validator,
+    class_labels,
+    live_history,
+    log_interval,
+    log_values,
+    open_live,
+    restore_live,
+    write_summary,
+)
 from pgnn.training.schedule import learning_rate, micro_batch_plan, steps_per_epoch, total_steps
 from pgnn.training.state import META_KEYS, RunState, restore_run, save_run
 from pgnn.training.step import train_step
@@ -72,6 +85,7 @@ def train(
     init_checkpoint: str | Path | None = None,
     meta: Mapping[str, Any] | None = None,
     validate: Validator | None = None,
+    timings_path: str | Path | None = None,
 ) -> Path:
     """Train a ``PointGNN(model_cfg)`` on the records; return the final checkpoint's path.
 
@@ -81,6 +95,13 @@ def train(
     (``input_frame`` defaults to ``"rect"``, the frame of pgnn's own data); any further keys are stored as
     they are (plain data only). ``validate(model, step)``, when given, runs on rank 0 every
     ``train_cfg.eval_every`` steps and at the end; its values are logged next to the losses.
+
+    The run stops at ``last_step`` (``max_steps`` / ``max_epoch``) and never resumes from past it: it
+    resumes from its newest checkpoint at or before that step, so asking for fewer steps than an earlier run
+    of the same key reached gives the model (and curves) of an uninterrupted run of that length. The dvclive
+    folder ``live_dir`` then holds this run's curves up to its last step (restored from the checkpoint it
+    resumed from) and a summary written from them. ``timings_path`` gets the last interval's seconds per
+    step (wall-clock figures: never in ``live_dir``).
     """
     meta = {"input_frame": "rect", **(meta or {})}
     missing = [k for k in META_KEYS if k not in meta]
@@ -101,9 +122,14 @@ def train(
             raise ValueError(
                 f"batch_size {train_cfg.batch_size} is not a multiple of the world size {dist.world_size}"
             )
-        run = restore_run(out_dir, model_cfg, train_cfg, loss_cfg, meta, dist, init_checkpoint, num_records)
-        if run.resumed_from is not None and run.step >= last_step:
-            return run.resumed_from  # nothing left to do
+        run = restore_run(
+            out_dir, model_cfg, train_cfg, loss_cfg, meta, dist, init_checkpoint, num_records, last_step
+        )
+        if run.resumed_from is not None and run.step >= last_step:  # nothing left to do
+            if dist.rank == 0 and live_dir is not None:
+                restore_live(Path(live_dir), run.step, run.live_history)
+                write_summary(Path(live_dir), run.step)
+            return run.resumed_from
         _loop(
             run,
             records_source,
@@ -115,6 +141,7 @@ def train(
             per_epoch,
             live_dir,
             validate,
+            timings_path,
         )
         if dist.enabled:
             torch.distributed.barrier()
@@ -143,6 +170,7 @@ def _loop(
     per_epoch: int,
     live_dir: str | Path | None,
     validate: Validator | None,
+    timings_path: str | Path | None,
 ) -> None:
     """Steps ``run.step .. last_step - 1``: load, step, log, validate, save (``run`` advances in place)."""
     model = run.model
@@ -153,7 +181,12 @@ def _loop(
     reg_params = regularized_parameters(model)
     live = None
     if dist.rank == 0 and live_dir is not None:
-        live = open_live(Path(live_dir), run.step if run.resumed_from is not None else None)
+        live_dir = Path(live_dir)
+        if run.resumed_from is not None:
+            restore_live(live_dir, run.step, run.live_history)
+        elif live_dir.exists():
+            shutil.rmtree(live_dir)  # a fresh run: no curves of another run
+        live = open_live(live_dir, resume=run.resumed_from is not None)
     progress = Progress(last_step, "train", "step", initial=run.step) if dist.rank == 0 else None
     try:
         labels: tuple[str, ...] | None = class_labels(method_class_names(str(run.meta["label_method"])))
@@ -196,6 +229,11 @@ def _loop(
             values = stats.reduce(dist)  # a collective: every rank calls it
             if dist.rank == 0:
                 log_interval(live, run.step, last_step, {**values, "lr": lr, "epoch": step_epoch})
+                if timings_path is not None:
+                    times = {
+                        k.removeprefix(TIME_PREFIX): v for k, v in values.items() if k.startswith(TIME_PREFIX)
+                    }
+                    write_json_atomic(timings_path, {"step": run.step, **times})
             stats = new_stats()
         every = train_cfg.eval_every
         if validate is not None and dist.rank == 0 and every is not None and (run.step % every == 0 or done):
@@ -210,8 +248,10 @@ def _loop(
             or done
             or (epoch_end and run.epoch % train_cfg.save_every_epoch == 0)
         ):
-            save_run(run, train_cfg, loss_cfg, dist, len(records_source))
+            history = live_history(Path(live_dir)) if live is not None else None
+            save_run(run, train_cfg, loss_cfg, dist, len(records_source), history)
     if progress is not None:
         progress.close()
     if live is not None:
         live.end()
+        write_summary(Path(live_dir), run.step)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.config.presets import Recipe
+from pgnn.config.resolved import ValidationConfig
 from pgnn.config.training import RESUMABLE_CHANGES
 from pgnn.core.io import sha256_file
 from pgnn.core.shards import read_manifest, stable_hash
@@ -70,8 +71,10 @@ def train_run_key(
     meta: dict[str, Any],
     prepared_dir: Path | None = None,
     gt_db_path: Path | None = None,
+    validation: ValidationConfig | None = None,
 ) -> str:
-    """What a training run's result depends on: model, loss, data and the train settings that change it.
+    """What a training run's results depend on: model, loss, data, the train settings that change the weights
+    or the logged curves (all but :data:`RESUMABLE_CHANGES`) and the validation settings (the val curves).
 
     Checkpoints live under ``<ckpt_root>/<key>/``: a killed run with the same key resumes, a changed param
     starts a fresh run (instead of resuming someone else's checkpoints). When the recipe augments, the data
@@ -100,5 +103,6 @@ def train_run_key(
             "train": train,
             "meta": meta,
             "data": data,
+            "validation": None if validation is None else validation.model_dump(mode="json"),
         }
     )[:16]

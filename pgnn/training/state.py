@@ -14,6 +14,7 @@ from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import RESUMABLE_CHANGES, TrainConfig
 from pgnn.nn.checkpoint import (
     checkpoint_name,
+    checkpoint_step,
     latest_good_checkpoint,
     load_checkpoint,
     make_checkpoint,
@@ -45,16 +46,17 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
 
 
-def prune_checkpoints(directory: Path, keep_last: int) -> None:
-    from pgnn.nn.checkpoint import checkpoint_name
+def prune_checkpoints(directory: Path, keep_last: int, step: int) -> None:
+    """Keep the ``keep_last`` newest checkpoints at or before ``step`` and every later one.
 
-    steps = []
-    for p in directory.glob("ckpt-*.pt"):
-        digits = p.stem.removeprefix("ckpt-")
-        if digits.isdigit() and p.name == checkpoint_name(int(digits)):
-            steps.append(int(digits))
-    for step in sorted(steps)[:-keep_last]:
-        (directory / checkpoint_name(step)).unlink(missing_ok=True)
+    Later ones are checkpoints of the same run key saved by a run asked for more steps (a run key leaves out
+    ``max_steps``): the same trajectory, so a later run asked for more steps resumes from them.
+    """
+    earlier = sorted(
+        s for p in directory.glob("ckpt-*.pt") if (s := checkpoint_step(p)) is not None and s <= step
+    )
+    for old in earlier[:-keep_last]:
+        (directory / checkpoint_name(old)).unlink(missing_ok=True)
 
 
 def check_resume_configs(
@@ -64,7 +66,7 @@ def check_resume_configs(
     old_train = ckpt.get("train_config") or {}
     new_train = train_cfg.model_dump(mode="json")
     changed = sorted(k for k in new_train if k in old_train and old_train[k] != new_train[k])
-    if set(changed) - RESUMABLE_CHANGES:
+    if set(changed) - set(RESUMABLE_CHANGES):
         log.warning(
             "resuming %s with changed train settings %s: the run will not equal an uninterrupted one",
             path,
@@ -90,6 +92,8 @@ class RunState:
     epoch: int = 0
     position: int = 0
     resumed_from: Path | None = None
+    live_history: dict[str, str] | None = None
+    """The resumed checkpoint's dvclive curves (None: fresh, or a checkpoint older than this field)."""
 
     def advance(self, per_epoch: int) -> int:
         """Count one finished step; return the epoch it belonged to."""
@@ -110,13 +114,17 @@ def restore_run(
     dist: Dist,
     init_checkpoint: str | Path | None,
     num_records: int,
+    last_step: int,
 ) -> RunState:
-    """The run's state: resumed from the newest checkpoint in ``out_dir``, initialised from
-    ``init_checkpoint`` (fine-tuning), or fresh (seeded by ``train.seed``)."""
+    """The run's state: resumed from the newest checkpoint in ``out_dir`` at or before ``last_step`` (a run
+    never goes past the step it is asked for), initialised from ``init_checkpoint`` (fine-tuning), or fresh
+    (seeded by ``train.seed``)."""
     if dist.rank == 0 and out_dir.is_dir():  # half-written checkpoints of a killed run
         for stale in out_dir.glob(".tmp-ckpt-*"):
             stale.unlink(missing_ok=True)
-    resume_path = latest_good_checkpoint(out_dir, log.warning) if dist.rank == 0 else None  # verified
+    resume_path = (
+        latest_good_checkpoint(out_dir, log.warning, max_step=last_step) if dist.rank == 0 else None
+    )  # verified
     if dist.enabled:  # every rank resumes from what rank 0 saw
         shared = [str(resume_path) if resume_path else None]
         torch.distributed.broadcast_object_list(shared, src=0)
@@ -134,6 +142,7 @@ def restore_run(
         set_rng_state(ckpt.get("rng", {}))
         run.step, run.epoch, run.position = int(ckpt["step"]), int(ckpt["epoch"]), int(ckpt["position"])
         run.resumed_from = resume_path
+        run.live_history = ckpt.get("live_history")
         if int(ckpt.get("num_records", num_records)) != num_records:
             log.warning(
                 "resuming %s with %d records instead of %d", resume_path, num_records, ckpt["num_records"]
@@ -154,10 +163,15 @@ def restore_run(
 
 
 def save_run(
-    run: RunState, train_cfg: TrainConfig, loss_cfg: LossConfig, dist: Dist, num_records: int
+    run: RunState,
+    train_cfg: TrainConfig,
+    loss_cfg: LossConfig,
+    dist: Dist,
+    num_records: int,
+    live_history: dict[str, str] | None = None,
 ) -> None:
-    """Rank 0 writes ``ckpt-<step>.pt`` (model, optimiser, position, RNG, configs, meta) and prunes the run's
-    older checkpoints to ``keep_last``."""
+    """Rank 0 writes ``ckpt-<step>.pt`` (model, optimiser, position, RNG, configs, meta and the dvclive
+    curves so far) and prunes the run's older checkpoints (:func:`prune_checkpoints`)."""
     if dist.rank != 0:
         return
     ckpt = make_checkpoint(
@@ -172,7 +186,8 @@ def save_run(
         loss_config=loss_cfg.model_dump(mode="json"),
         num_records=num_records,
         world_size=dist.world_size,
+        live_history=live_history or {},
         **run.meta,
     )
     save_checkpoint(run.out_dir / checkpoint_name(run.step), ckpt)
-    prune_checkpoints(run.out_dir, train_cfg.keep_last)
+    prune_checkpoints(run.out_dir, train_cfg.keep_last, run.step)

@@ -1,6 +1,6 @@
 """The preprocessing flow on a real Dask cluster started from the command line, as on several machines:
 ``dask scheduler`` and two ``dask worker`` processes (one thread each, no nanny), then
-``python -m flows.pipeline --flow preprocess --runner dask --dask-address tcp://...``. One worker is SIGKILLed
+``python -m flows --flow preprocess --runner dask --dask-address tcp://...``. One worker is SIGKILLed
 while it builds a shard; Dask reruns its tasks on the other worker (a shard that had landed just before the
 kill is then a verified Prefect cache hit) and the flow still completes, with shards byte-identical (sha256,
 manifests and gt_db included) to a single-process run of the same step functions.
@@ -25,13 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from pgnn.config.params import load_params
-from pgnn.config.presets import resolve
 from pgnn.data.synthetic.dataset import generate_dataset
+from pgnn.pipeline.runner import run_in_order
 from pgnn.pipeline.stages import Layout
-from pgnn.pipeline.steps.graphs import graphs_step
-from pgnn.pipeline.steps.gt_db import gt_db_step
-from pgnn.pipeline.steps.prepare import prepare_step
 
 pytestmark = pytest.mark.slow
 
@@ -133,14 +129,8 @@ def wait_for(what: str, ready, procs: Processes, timeout: float, watch: list[str
 
 
 def reference_run(root: Path) -> None:
-    """The single-process reference: the step functions the DVC stages call, one process, no pool."""
-    params, layout = load_params(root / "params.yaml"), Layout(root)
-    one = params.data.model_copy(update={"workers": 1})
-    for split in ("train", "val"):
-        prepare_step(one, split, layout.prepared(split), root_dir=root)
-    gt_db_step(layout.prepared("train"), layout.gt_db)
-    for split in ("train", "val"):
-        graphs_step(resolve(params), split, layout.prepared(split), layout.graphs(split), 1, workers=1)
+    """The reference: the stage items run in order through the one wiring (``dvc repro``'s), no Prefect."""
+    run_in_order(Layout(root), ["params", "prepare", "gt_db", "graphs"])
 
 
 class Killer(threading.Thread):
@@ -191,7 +181,7 @@ def test_preprocess_flow_on_dask_workers_survives_a_killed_worker(processes, tmp
         client.wait_for_workers(2, timeout=90)
         pids = client.run(os.getpid)  # {worker address: pid}
         flow = processes.start(
-            "flow", sys.executable, "-m", "flows.pipeline", "--flow", "preprocess",
+            "flow", sys.executable, "-m", "flows", "--flow", "preprocess",
             "--params", str(project / "params.yaml"), "--stages", "prepare", "gt_db", "graphs",
             "--runner", "dask", "--dask-address", address, cwd=REPO,
         )  # fmt: skip

@@ -35,31 +35,12 @@ from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_setti
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 from prefect.testing.utilities import prefect_test_harness
 
-import flows.cli
 import pgnn.graphs.records
-from flows.pipeline import (
-    PREPROCESS_STAGES,
-    ShardBuildError,
-    check_stages,
-    load_project,
-    pgnn_pipeline,
-    preprocess_flow,
-    train_evaluate_flow,
-    up_to_date,
-)
+from flows import PREPROCESS_STAGES
+from flows.pipeline import ShardBuildError, check_stages, pgnn_pipeline, preprocess_flow
 from flows.runners import make_task_runner
-from flows.tasks import (
-    AP_TABLE_KEY,
-    METRICS_REPORT_KEY,
-    ap_table,
-    build_shard,
-    folder_digest,
-    replace_folder_if_changed,
-    synth_dataset,
-    verified_cache_key,
-)
-from pgnn.config.params import SyntheticConfig
-from pgnn.core.errors import DataError
+from flows.tasks import AP_TABLE_KEY, METRICS_REPORT_KEY, ap_table, build_shard, verified_cache_key
+from pgnn.core.io import sha256_file
 from pgnn.core.shards import (
     ShardPlan,
     ShardTask,
@@ -71,6 +52,8 @@ from pgnn.core.shards import (
     run_plan,
 )
 from pgnn.pipeline.prefect_env import configure_prefect, prefect_settings, user_api_url
+from pgnn.pipeline.record import project_paths
+from pgnn.pipeline.runner import run_in_order
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,6 +63,13 @@ data: {root: data/synthetic, frames_per_shard: 1, workers: 2}
 synthetic: {frames: 4, seed: 0, val_fraction: 0.5}
 """
 DATA_STAGES = ("prepare", "gt_db", "graphs")
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    """``{path relative to folder: sha256}`` of every file under ``folder``."""
+    return {
+        p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 # ------------------------------------------------------------------------------------ fixtures, helpers
@@ -127,8 +117,8 @@ def reference(prefect_api, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A clean run of the whole preprocessing flow, and the sha256 of every file it wrote."""
     root = new_project(tmp_path_factory.mktemp("reference"))
     summary = run_preprocess(root, stages=PREPROCESS_STAGES)
-    assert summary["synth"]["files"] > 0
-    assert summary["gt_db"]["sha256"] == folder_digest(root / "data" / "gt_db")["gt_db.parquet"]
+    assert summary["synth"] == summary["gt_db"] == summary["params"] == "ran"
+    assert (root / "data" / "gt_db" / "gt_db.parquet").is_file()
     for name in ("prepare@train", "prepare@val", "graphs@train", "graphs@val"):
         assert summary[name]["shards"] == 2 and len(summary[name]["built"]) == 2, summary
     return root, folder_digest(root / "data")
@@ -199,16 +189,16 @@ def test_importing_flows_keeps_the_users_prefect_home(tmp_path):
 
 def test_cli_rejects_bad_arguments_and_params_in_one_line_before_prefect_starts(tmp_path):
     t0 = time.perf_counter()
-    out = _python("-m", "flows.pipeline", "--stages", "nosuch")
+    out = _python("-m", "flows", "--stages", "nosuch")
     elapsed = time.perf_counter() - t0
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.splitlines() == [
-        "python -m flows.pipeline: error: argument --stages: invalid choice: 'nosuch' (choose from "
-        "'synth', 'prepare', 'gt_db', 'graphs', 'train', 'predict', 'evaluate')"
+        "python -m flows: error: argument --stages: invalid choice: 'nosuch' (choose from "
+        "'params', 'synth', 'prepare', 'gt_db', 'graphs', 'train', 'predict', 'evaluate', 'plots')"
     ]
     assert elapsed < 2.0, f"took {elapsed:.1f} s"
 
-    out = _python("-m", "flows.pipeline", "--flow", "preprocess", "--stages", "graphs", "train")
+    out = _python("-m", "flows", "--flow", "preprocess", "--stages", "graphs", "train")
     assert (
         out.returncode == 2
         and len(out.stderr.splitlines()) == 1
@@ -217,41 +207,10 @@ def test_cli_rejects_bad_arguments_and_params_in_one_line_before_prefect_starts(
 
     params = tmp_path / "params.yaml"
     params.write_text("preset: small\ngraph: {radius: -1.0}\n")  # loads, but the recipe rejects it
-    out = _python("-m", "flows.pipeline", "--params", str(params))
+    out = _python("-m", "flows", "--params", str(params))
     assert out.returncode == 1 and out.stdout == ""
     (line,) = out.stderr.splitlines()
-    assert line.startswith("python -m flows.pipeline: error: params.yaml: graph.radius: "), line
-
-
-def test_synth_task_reuses_a_folder_that_already_holds_its_bytes(tmp_path):
-    cfg, out = SyntheticConfig(frames=2, seed=3, val_fraction=0.5), tmp_path / "data" / "synthetic"
-    digest = synth_dataset.fn(cfg, out)
-    first = stamps(tmp_path)
-    assert digest == {
-        str(p.resolve()): sha for p, sha in ((out / k, v) for k, v in folder_digest(out).items())
-    }
-    assert synth_dataset.fn(cfg, out) == digest
-    assert stamps(tmp_path) == first  # regenerated, compared, not written: same inodes and mtimes
-    label = next(p for p in out.rglob("*.txt") if "label" in str(p))
-    label.write_text("damaged\n")
-    assert synth_dataset.fn(cfg, out) == digest  # different bytes: replaced by the generated folder
-    assert sorted(p.name for p in tmp_path.joinpath("data").iterdir()) == ["synthetic"]  # no staging left
-
-
-def test_replace_folder_if_changed(tmp_path):
-    out, staged = tmp_path / "out", tmp_path / "staged"
-    staged.mkdir()
-    (staged / "a.txt").write_text("a")
-    assert replace_folder_if_changed(staged, out) and (out / "a.txt").read_text() == "a"
-    staged.mkdir()
-    (staged / "a.txt").write_text("a")
-    assert not replace_folder_if_changed(staged, out) and staged.exists()  # left to the caller
-    (staged / "b.txt").write_text("b")
-    assert replace_folder_if_changed(staged, out) and sorted(p.name for p in out.iterdir()) == [
-        "a.txt",
-        "b.txt",
-    ]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert line.startswith("python -m flows: error: params.yaml: graph.radius: "), line
 
 
 def test_ap_table_rows():
@@ -362,11 +321,9 @@ def test_stage_names_and_project_layout_are_checked(tmp_path):
     with pytest.raises(ValueError, match="unknown stages"):
         check_stages(["prepare", "predcit"], DATA_STAGES)
     root = new_project(tmp_path / "p")
-    params, layout = load_project(root / "params.yaml")
-    assert layout.root == root.resolve() and params.synthetic.frames == 4
-    assert layout.graphs("val") == root.resolve() / "data" / "graphs" / "val"
-    with pytest.raises(DataError):
-        load_project(tmp_path / "missing.yaml")
+    path, layout, recorded = project_paths(root / "params.yaml", None)
+    assert layout.root == root.resolve() and path == root.resolve() / "params.yaml"
+    assert not recorded  # not a DVC project: a flow runs what it is asked for, records nothing
 
 
 # ------------------------------------------------------------------------------ flows on the harness
@@ -375,45 +332,13 @@ def test_stage_names_and_project_layout_are_checked(tmp_path):
 def test_rerun_of_a_current_project_touches_nothing(reference):
     root, digest = reference
     before = stamps(root)
-    summary = run_preprocess(root, stages=PREPROCESS_STAGES)
-    assert summary["synth"]["files"] == len(folder_digest(root / "data" / "synthetic"))  # verified cache hit
+    summary = run_preprocess(root, stages=DATA_STAGES)
     for name, s in summary.items():
-        if name not in ("synth", "gt_db"):
+        if name not in ("params", "gt_db"):
             assert (s["current"], s["built"], s["cached"]) == (2, [], []), (name, s)
-    assert stamps(root) == before and folder_digest(root / "data") == digest
-
-
-def test_cli_skips_a_current_project_without_running_a_flow(reference, tmp_path, monkeypatch, capsys):
-    root, digest = reference
-    before = stamps(root)
-
-    def no_flow(*args, **kwargs):
-        raise AssertionError("a flow (and a server) was started although nothing is to do")
-
-    monkeypatch.setattr(flows.cli, "run_flow", no_flow)
-    assert flows.cli.main(["--flow", "preprocess", "--params", str(root / "params.yaml")]) == 0
-    out = capsys.readouterr().out
-    assert "nothing to do" in out and "no flow run, no Prefect server" in out
-    summary = json.loads(out[: out.rindex("}") + 1])
-    assert summary["graphs@val"] == {"shards": 2, "current": 2, "built": [], "cached": [], "failed": []}
-    assert summary["synth"]["files"] == len(folder_digest(root / "data" / "synthetic"))
-    assert stamps(root) == before and folder_digest(root / "data") == digest
-
-    copy = tmp_path / "copy"  # a copy: its shard manifests hold, its synth record (per path) does not
-    shutil.copytree(root / "data", copy / "data")
-    (copy / "params.yaml").write_text(PARAMS)
-    assert up_to_date(copy / "params.yaml", None, PREPROCESS_STAGES) is None
-    assert set(up_to_date(copy / "params.yaml", None, ("prepare", "graphs"))) == {
-        "prepare@train",
-        "prepare@val",
-        "graphs@train",
-        "graphs@val",
-    }
-    (copy / "data" / "graphs" / "val" / "stray.npz").write_bytes(b"")  # finalizing would delete it
-    assert up_to_date(copy / "params.yaml", None, ("graphs",)) is None
-    (copy / "data" / "graphs" / "val" / "stray.npz").unlink()
-    (copy / "data" / "graphs" / "val" / "shard-0001.npz").unlink()
-    assert up_to_date(copy / "params.yaml", None, ("graphs",)) is None
+    changed = {k for k, v in stamps(root).items() if before.get(k) != v}
+    assert changed == {"data/gt_db/gt_db.parquet"}  # rebuilt (no DVC record to skip it): same bytes
+    assert folder_digest(root / "data") == digest
 
 
 def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
@@ -453,6 +378,7 @@ def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
     assert changed == {
         "data/prepared/val/shard-0000.parquet",
         "data/prepared/val/manifest.json",
+        "data/gt_db/gt_db.parquet",  # not a shard stage: rewritten (same bytes) when it runs
         "data/graphs/train/shard-0000.npz",
         "data/graphs/train/manifest.json",
     }  # graphs@val/shard-0000 is current: untouched; its failed sibling is not recorded
@@ -482,7 +408,11 @@ def test_rerun_after_failure_rebuilds_only_the_failed_and_damaged_shards(
     changed = {
         k for k in after_failure.keys() | after_rerun.keys() if after_failure.get(k) != after_rerun.get(k)
     }
-    assert changed == {"data/graphs/val/shard-0001.npz", "data/graphs/val/manifest.json"}
+    assert changed == {
+        "data/gt_db/gt_db.parquet",
+        "data/graphs/val/shard-0001.npz",
+        "data/graphs/val/manifest.json",
+    }
     assert folder_digest(root / "data") == ref_digest  # byte-identical to the clean run, manifests included
 
 
@@ -524,25 +454,15 @@ def test_dask_runner_on_a_local_cluster(reference, tmp_path):
     assert folder_digest(root / "data") == ref_digest
 
 
-def test_flow_outputs_are_the_bytes_of_the_dvc_stage_functions(reference, tmp_path):
-    """The DVC stages (stages/*.py) call the pgnn.pipeline.steps modules: same files, manifests included."""
-    from pgnn.config.presets import resolve
-    from pgnn.pipeline.steps.graphs import graphs_step
-    from pgnn.pipeline.steps.gt_db import gt_db_step
-    from pgnn.pipeline.steps.prepare import prepare_step
-
+def test_flow_outputs_are_the_bytes_of_the_stage_items_run_in_order(reference, tmp_path):
+    """Without Prefect, the stage items run in order through the same wiring give the same files."""
     ref_root, ref_digest = reference
     root = copy_inputs(ref_root, tmp_path / "dvc")
-    params, layout = load_project(root / "params.yaml")
-    for split in ("train", "val"):
-        prepare_step(params.data, split, layout.prepared(split), root_dir=root)
-    gt_db_step(layout.prepared("train"), layout.gt_db)
-    for split in ("train", "val"):
-        graphs_step(resolve(params), split, layout.prepared(split), layout.graphs(split), 1, workers=1)
+    run_in_order(project_paths(root / "params.yaml", None)[1], ("params", *DATA_STAGES))
     assert folder_digest(root / "data") == ref_digest
 
 
-def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(reference, tmp_path, caplog):
+def test_full_pipeline_trains_predicts_evaluates_and_publishes_the_ap(reference, tmp_path, caplog):
     from prefect.artifacts import Artifact
 
     caplog.set_level(logging.INFO, logger="prefect")
@@ -550,16 +470,14 @@ def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(
     root = tmp_path / "full"
     shutil.copytree(ref_root / "data", root / "data")
     (root / "params.yaml").write_text(PARAMS + "train: {max_steps: 2, batch_size: 1, checkpoint_every: 1}\n")
-    summary = pgnn_pipeline(
-        params_path=str(root / "params.yaml"), stages=("graphs", "train", "predict", "evaluate")
-    )
+    summary = pgnn_pipeline(params_path=str(root / "params.yaml"), stages=("graphs", "evaluate"))
     assert (summary["graphs@train"]["current"], summary["graphs@val"]["current"]) == (2, 2)
-    assert (root / "models" / "model.pt").is_file() and summary["train"]["metrics"]
-    assert summary["predict"]["frames"] == 2
+    assert summary["train"] == summary["predict"] == summary["evaluate"] == "ran"  # asked for evaluate
+    assert (root / "models" / "model.pt").is_file() and (root / "metrics" / "train.json").is_file()
     predictions = sorted(p.name for p in (root / "data" / "predictions" / "val").iterdir())
     val_frames = [f for e in read_manifest(root / "data" / "graphs" / "val")["shards"] for f in e["frames"]]
     assert predictions == sorted(f"{f}.txt" for f in val_frames)
-    assert set(summary["evaluate"]) and (root / "metrics" / "eval.json").is_file()
+    assert summary["ap"] == json.loads((root / "metrics" / "ap.json").read_text())
 
     metrics = json.loads((root / "metrics" / "eval.json").read_text())
     table = Artifact.get(AP_TABLE_KEY)  # read back from the API: the AP table of this run
@@ -569,8 +487,3 @@ def test_full_pipeline_trains_predicts_evaluates_and_skips_a_current_prediction(
     assert report is not None and report.type == "markdown" and "R40 moderate" in report.data
     prints = [r.getMessage() for r in caplog.records if r.name == "prefect.task_runs"]
     assert any("R40 moderate" in m for m in prints)  # the evaluate step's print is in the run's logs
-
-    before = stamps(root)
-    again = train_evaluate_flow(params_path=str(root / "params.yaml"), stages=("predict",))
-    assert again["predict"] == summary["predict"]
-    assert stamps(root) == before  # verified cache hit: the predictions were not rewritten

@@ -31,19 +31,19 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, Lay
     params = Params(data={"root": "synth", "frames_per_shard": 1, "workers": 1})
     recipe = resolve(params)
     layout = Layout(root)
-    prepare_step(params.data, "val", layout.prepared("val"), root_dir=root)
-    graphs_step(recipe, "val", layout.prepared("val"), layout.graphs("val"), 1, 1)
+    prepare_step(params.data, "val", layout.path("prepared", "val"), root_dir=root)
+    graphs_step(recipe, "val", layout.path("prepared", "val"), layout.path("graphs", "val"), 1, 1)
     model = PointGNN(recipe.model, generator=torch.Generator().manual_seed(0))
-    save_checkpoint(layout.model, make_checkpoint(model, step=0, **train_meta(recipe)))
+    save_checkpoint(layout.path("model"), make_checkpoint(model, step=0, **train_meta(recipe)))
     return root, recipe, layout
 
 
 def _predict(recipe: object, layout: Layout, out: Path, timings: Path) -> dict[str, float]:
     return predict_step(
         recipe,
-        layout.model,
-        layout.graphs("val"),
-        layout.prepared("val"),
+        layout.path("model"),
+        layout.path("graphs", "val"),
+        layout.path("prepared", "val"),
         out,
         timings,  # type: ignore[arg-type]
     )
@@ -55,7 +55,7 @@ def _listing(folder: Path) -> dict[str, bytes]:
 
 def test_predict_stage_leaves_no_partial_folder(project: tuple[Path, object, Layout], tmp_path: Path) -> None:
     _, recipe, layout = project
-    shards = read_manifest(layout.graphs("val"))["shards"]
+    shards = read_manifest(layout.path("graphs", "val"))["shards"]
     assert len(shards) >= 2, "the test needs a second frame in its own shard"
     second = shards[1]["frames"][0]
     out = tmp_path / "predictions" / "val"
@@ -68,7 +68,7 @@ def test_predict_stage_leaves_no_partial_folder(project: tuple[Path, object, Lay
     assert _listing(again) == good
 
     # corrupt the second frame's graph shard in the middle: frame 1 succeeds, frame 2 fails
-    bad = layout.graphs("val") / shards[1]["file"]
+    bad = layout.path("graphs", "val") / shards[1]["file"]
     original = bad.read_bytes()
     data = bytearray(original)
     data[len(data) // 2] ^= 0xFF

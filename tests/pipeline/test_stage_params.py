@@ -176,7 +176,7 @@ def stage_reads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]
                     entry.run(params, layout, item)
             reads |= collapse(rec.reads - set(UNTRACKED_PARAMS), params.whole(Resolved))
             if s.name == "train":  # each variant trains from scratch (a finished run would only resume)
-                shutil.rmtree(layout.checkpoints, ignore_errors=True)
+                shutil.rmtree(layout.path("checkpoints"), ignore_errors=True)
         timings[s.name] = round(time.perf_counter() - t0, 1)
         out[s.name] = {k for k in reads if not any(k.startswith(a + ".") for a in reads)}
     print(f"\nseconds per stage: {timings}")

@@ -15,7 +15,7 @@ import yaml
 
 from pgnn.core.imports import closure_files, third_party
 from pgnn.pipeline import dvcyaml
-from pgnn.pipeline.stages import PATHS, STAGES, Layout, artifact_path, code_deps, stage
+from pgnn.pipeline.stages import PATHS, RUNNER_MODULE, STAGES, Layout, artifact_path, code_deps, stage
 
 REPO = Path(__file__).resolve().parents[2]
 PREPROCESSING = ("params", "synth", "prepare", "gt_db", "graphs")
@@ -39,13 +39,18 @@ def test_committed_dvc_yaml_is_the_stage_table() -> None:
 
 def test_metrics_are_results_only_ap_first() -> None:
     """DVC metrics: the headline AP, then the training losses (top-level `metrics`, in that order: the
-    columns of `dvc exp show`); timings and the full AP table are plain outputs."""
+    columns of `dvc exp show`); the full AP table is a plain output; wall-clock timings and the checkpoints
+    are no outputs at all (git ignores them), and no output is a vega plot (blank offline)."""
     doc = yaml.safe_load((REPO / "dvc.yaml").read_text())
     assert doc["metrics"] == ["metrics/ap.json", "metrics/train.json"]
     outs = [o for body in dvc_stages().values() for o in body.get("outs", [])]
     paths = {next(iter(o)) if isinstance(o, dict) else o for o in outs}
-    assert {"timings/predict.json", "timings/train.json", "metrics/eval.json"} <= paths
+    assert "metrics/eval.json" in paths
+    assert not {"timings/predict.json", "timings/train.json", "models/checkpoints"} & paths
     assert not any("metrics" in body for body in dvc_stages().values())
+    assert set(doc.get("plots", [])) <= {"plots/images"}  # image plots only: they draw offline
+    ignored = (REPO / ".gitignore").read_text().split()
+    assert {"/models/checkpoints/", "/timings/"} <= set(ignored)
 
 
 def test_code_deps_are_exactly_the_import_closure() -> None:
@@ -56,7 +61,7 @@ def test_code_deps_are_exactly_the_import_closure() -> None:
     for s in STAGES:
         deps = stages[s.name]["deps"]
         listed = sorted(d for d in deps if d.startswith("pgnn/"))
-        assert listed == sorted(closure_files(["pgnn.pipeline.stages", s.entry])), s.name
+        assert listed == sorted(closure_files([RUNNER_MODULE, s.entry])), s.name
         assert f"stages/{s.name}.py" in deps and "stages/_common.py" in deps
         artifacts = {PATHS[name].format(item=item) for name in PATHS for item in ("train", "val", "${item}")}
         for d in deps:  # every other dep is an artifact of the table or a params-templated path
@@ -69,7 +74,7 @@ def test_a_stage_imports_nothing_outside_its_deps(name: str) -> None:
     loads are all listed in its deps."""
     s = stage(name)
     code = (
-        "import sys, importlib; importlib.import_module('pgnn.pipeline.stages'); "
+        "import sys, importlib; importlib.import_module('pgnn.pipeline.runner'); "
         f"importlib.import_module('{s.entry}'); "
         "print('\\n'.join(sorted(m for m in sys.modules if m == 'pgnn' or m.startswith('pgnn.'))))"
     )
@@ -82,7 +87,7 @@ def test_a_stage_imports_nothing_outside_its_deps(name: str) -> None:
 @pytest.mark.parametrize("name", PREPROCESSING)
 def test_preprocessing_stages_import_no_torch(name: str) -> None:
     s = stage(name)
-    assert not {"torch", "torch_geometric", "dvclive"} & third_party(["pgnn.pipeline.stages", s.entry])
+    assert not {"torch", "torch_geometric", "dvclive"} & third_party([RUNNER_MODULE, s.entry])
     code = f"import sys, importlib; importlib.import_module('{s.entry}'); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
@@ -90,8 +95,8 @@ def test_preprocessing_stages_import_no_torch(name: str) -> None:
 
 def test_layout_paths_come_from_the_table(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
-    assert layout.prepared("val") == tmp_path / "data/prepared/val"
-    assert layout.model == tmp_path / PATHS["model"]
+    assert layout.path("prepared", "val") == tmp_path / "data/prepared/val"
+    assert layout.path("model") == tmp_path / PATHS["model"]
     assert artifact_path("graphs:{item}", "train") == "data/graphs/train"
     assert artifact_path("${data.root}", "train") == "${data.root}"
     assert artifact_path("predictions:val", None) == "data/predictions/val"

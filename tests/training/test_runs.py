@@ -20,13 +20,10 @@ from pgnn.config.presets import resolve
 from pgnn.data.prepare import frames_with_classes
 from pgnn.data.synthetic.dataset import generate_dataset
 from pgnn.nn.checkpoint import load_checkpoint
+from pgnn.pipeline.runner import run_in_order, upstream
 from pgnn.pipeline.stages import STAGE_BY_NAME, Layout
 from pgnn.pipeline.standalone import train_project
-from pgnn.pipeline.steps.evaluate import evaluate_step
-from pgnn.pipeline.steps.graphs import graphs_step
-from pgnn.pipeline.steps.predict import predict_step
-from pgnn.pipeline.steps.prepare import prepare_step
-from pgnn.pipeline.steps.train import train_meta, train_step
+from pgnn.pipeline.steps.train import train_meta
 from pgnn.training.loop import train
 from pgnn.training.source import train_run_key
 
@@ -64,8 +61,8 @@ def test_run_key_holds_only_what_changes_the_weights(tmp_path: Path) -> None:
     same = [
         Params(postprocess={"score_threshold": 0.5}),
         Params(eval={"classes": ["Car", "Pedestrian"]}),
-        Params(train={"max_steps": 5000, "checkpoint_every": 7, "keep_last": 9, "eval_every": 50}),
-        Params(train={"num_workers": 1, "log_every": 3, "save_every_epoch": 2}),
+        Params(train={"max_steps": 5000, "checkpoint_every": 7, "keep_last": 9}),
+        Params(train={"num_workers": 1, "save_every_epoch": 2, "device": "cpu"}),
     ]
     for p in same:
         r = resolve(p)
@@ -73,6 +70,7 @@ def test_run_key_holds_only_what_changes_the_weights(tmp_path: Path) -> None:
     for p in (
         Params(train={"seed": 1}),
         Params(train={"clip_grad_norm": 10.0}),
+        Params(train={"log_every": 3}),  # the logged curves are results too
         Params(loss={"huber_delta": 2.0}),
     ):
         r = resolve(p)
@@ -149,44 +147,18 @@ def test_three_class_model_end_to_end_with_validation_ap_while_training(tmp_path
         data={"root": "synth", "frames_per_shard": 3, "workers": 1},
         train={"max_steps": 4, "batch_size": 1, "eval_every": 2, "eval_frames": 2, "class_filter": False},
     )
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json", exclude_unset=True)))
     layout = Layout(tmp_path)
     recipe = resolve(params)
     assert recipe.model.num_classes == 8 and recipe.postprocess.class_names[3] == "Pedestrian"
-    for split in ("train", "val"):
-        prepare_step(params.data, split, layout.prepared(split), root_dir=tmp_path)
-        graphs_step(recipe, split, layout.prepared(split), layout.graphs(split), 3, 1)
-    train_step(
-        recipe,
-        layout.graphs("train"),
-        layout.checkpoints,
-        layout.model,
-        layout.live,
-        layout.train_metrics,
-        prepared_dir=layout.prepared("train"),
-        val_graphs_dir=layout.graphs("val"),
-        val_prepared_dir=layout.prepared("val"),
-    )
-    curve = layout.live / "plots" / "metrics" / "val" / "Car" / "3d" / "moderate.tsv"
+    run_in_order(layout, upstream(["evaluate"], params.data.root))
+    live = layout.path("live")
+    curve = live / "plots" / "metrics" / "val" / "Car" / "3d" / "moderate.tsv"
     steps = [int(r.split("\t")[0]) for r in curve.read_text().splitlines()[1:]]
     assert steps == [2, 4]
     for cls in ("Pedestrian", "Cyclist"):
-        assert (layout.live / "plots" / "metrics" / "val" / cls / "bev" / "moderate.tsv").is_file()
-    predict_step(
-        recipe,
-        layout.model,
-        layout.graphs("val"),
-        layout.prepared("val"),
-        layout.predictions("val"),
-        tmp_path / "timings.json",
-    )
-    results = evaluate_step(
-        params.eval,
-        layout.prepared("val"),
-        layout.predictions("val"),
-        layout.eval_metrics,
-        layout.curves,
-        default_classes=("Car", "Pedestrian", "Cyclist"),
-    )
+        assert (live / "plots" / "metrics" / "val" / cls / "bev" / "moderate.tsv").is_file()
+    results = json.loads(layout.path("eval_metrics").read_text())
     for cls in ("Car", "Pedestrian", "Cyclist"):
         assert all(np.isfinite(results[f"{cls}/{m}/moderate/R40"]) for m in ("bbox", "bev", "3d", "aos"))
-    assert json.loads(layout.eval_metrics.read_text()).keys() == results.keys()
+    assert json.loads(layout.path("ap").read_text())

@@ -52,9 +52,9 @@ def evaluate_step(
 def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     evaluate_step(
         params.section("eval", EvalConfig),
-        layout.prepared("val"),
-        layout.predictions("val"),
-        layout.eval_metrics,
-        layout.curves,
-        headline_path=layout.ap_metrics,
+        layout.path("prepared", "val"),
+        layout.path("predictions", "val"),
+        layout.path("eval_metrics"),
+        layout.path("curves"),
+        headline_path=layout.path("ap"),
     )

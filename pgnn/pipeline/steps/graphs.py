@@ -99,14 +99,13 @@ def graphs_step(
     return run_plan(graphs_plan(recipe, which, prepared_dir, out_dir, frames_per_shard), workers=workers)
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def plan(params: ResolvedParams, layout: Layout, item: str | None) -> ShardPlan:
+    """The stage's shard plan (what :func:`run` builds; the Prefect flow fans its shards out)."""
     assert item is not None
     resolved = params.whole(Resolved)
-    graphs_step(
-        resolved,
-        item,
-        layout.prepared(item),
-        layout.graphs(item),
-        resolved.data.frames_per_shard,
-        resolved.data.workers,
-    )
+    prepared, out = layout.path("prepared", item), layout.path("graphs", item)
+    return graphs_plan(resolved, item, prepared, out, resolved.data.frames_per_shard)
+
+
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+    run_plan(plan(params, layout, item), workers=params.whole(Resolved).data.workers)

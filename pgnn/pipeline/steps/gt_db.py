@@ -30,4 +30,4 @@ def gt_db_step(
 
 
 def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
-    gt_db_step(layout.prepared("train"), layout.gt_db)
+    gt_db_step(layout.path("prepared", "train"), layout.path("gt_db"))

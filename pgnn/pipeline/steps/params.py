@@ -22,4 +22,4 @@ def params_step(params: Params, params_path: Path, out_path: Path) -> bool:
 
 
 def run(params: Params, layout: Layout, item: str | None) -> None:
-    params_step(params, layout.root / "params.yaml", layout.resolved)
+    params_step(params, layout.root / "params.yaml", layout.path("resolved"))

@@ -76,8 +76,8 @@ def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     plots_step(
         params.section("plots", PlotsConfig),
         layout.path("live_plots"),
-        layout.curves,
-        layout.predictions("val"),
-        layout.prepared("val"),
-        layout.images,
+        layout.path("curves"),
+        layout.path("predictions", "val"),
+        layout.path("prepared", "val"),
+        layout.path("images"),
     )

@@ -53,9 +53,9 @@ def predict_step(
 def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
     predict_step(
         params.whole(Resolved),
-        layout.model,
-        layout.graphs("val"),
-        layout.prepared("val"),
-        layout.predictions("val"),
-        layout.predict_metrics,
+        layout.path("model"),
+        layout.path("graphs", "val"),
+        layout.path("prepared", "val"),
+        layout.path("predictions", "val"),
+        layout.path("predict_timings"),
     )

@@ -31,6 +31,11 @@ def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = P
     return run_plan(prepare_plan(data, which, out_dir, root_dir), workers=data.workers)
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def plan(params: ResolvedParams, layout: Layout, item: str | None) -> ShardPlan:
+    """The stage's shard plan (what :func:`run` builds; the Prefect flow fans its shards out)."""
     assert item is not None
-    prepare_step(params.section("data", DataConfig), item, layout.prepared(item), root_dir=layout.root)
+    return prepare_plan(params.section("data", DataConfig), item, layout.path("prepared", item), layout.root)
+
+
+def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+    run_plan(plan(params, layout, item), workers=params.section("data", DataConfig).workers)

@@ -15,4 +15,4 @@ def synth_step(cfg: SyntheticConfig, out_dir: Path) -> None:
 
 
 def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
-    synth_step(params.section("synthetic", SyntheticConfig), layout.synthetic)
+    synth_step(params.section("synthetic", SyntheticConfig), layout.path("synthetic"))

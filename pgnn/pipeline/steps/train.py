@@ -1,10 +1,9 @@
-"""Stage ``train``: train (resuming a killed run of the same params) and export the model."""
+"""Stage ``train``: train (resuming a run of the same key from its checkpoints) and export the model."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +11,10 @@ import torch
 
 from pgnn.config.params import ResolvedParams
 from pgnn.config.presets import Recipe
-from pgnn.config.resolved import Resolved, ValidationConfig
+from pgnn.config.resolved import Resolved
 from pgnn.core.io import write_json_atomic
 from pgnn.eval.validation import make_validator
-from pgnn.graphs.targets import object_classes
-from pgnn.nn.checkpoint import export_model, latest_checkpoint
+from pgnn.nn.checkpoint import export_model
 from pgnn.pipeline.stages import Layout
 from pgnn.training.loop import train
 from pgnn.training.source import train_augments, train_records, train_run_key
@@ -35,99 +33,69 @@ def train_meta(recipe: Recipe) -> dict[str, Any]:
     }
 
 
-def train_step(
-    recipe: Recipe,
-    graphs_dir: Path,
-    ckpt_root: Path,
-    model_path: Path,
-    live_dir: Path,
-    metrics_path: Path,
-    *,
-    prepared_dir: Path | None = None,
-    gt_db_path: Path | None = None,
-    val_graphs_dir: Path | None = None,
-    val_prepared_dir: Path | None = None,
-    validation: ValidationConfig | None = None,
-    timings_path: Path | None = None,
-) -> Path:
-    """Train (resuming a killed run of the same params); export the model.
+def train_step(resolved: Resolved, layout: Layout) -> Path:
+    """Train the recipe of ``resolved`` on the project of ``layout``; export the model; return its path.
 
     The samples are the cached training graphs or, when the recipe rebuilds samples (``augment.steps``,
-    ``gt_sampling`` or ``train.resample_graph``), rebuilt every epoch from ``prepared_dir`` (and
-    ``gt_db_path``): :func:`pgnn.training.source.train_records`. Checkpoints go to
-    ``ckpt_root/<run key>/``; other runs' folders are left alone (``pgnn checkpoints --prune`` removes
-    them). With ``train.eval_every`` and the val split's graphs and prepared frames, the official AP on
-    ``train.eval_frames`` val frames is logged during training, post-processed as ``validation`` says (None:
-    the recipe's post-processing and classes).
+    ``gt_sampling`` or ``train.resample_graph``), rebuilt every epoch from the prepared train split (and the
+    ground-truth database): :func:`pgnn.training.source.train_records`. Checkpoints go to
+    ``models/checkpoints/<run key>/`` (not a DVC output: a run's resumable state); a run with the same key
+    resumes from its newest checkpoint at or before ``train.max_steps``, other runs' folders are left alone
+    (``pgnn checkpoints --prune`` removes them). With ``train.eval_every``, the official AP on
+    ``train.eval_frames`` val frames is logged during training, post-processed as ``validation`` says.
 
-    ``metrics_path`` gets the results only (the final interval's losses: a DVC metric); ``timings_path`` the
-    seconds per step; the whole dvclive summary stays in ``live_dir/metrics.json``.
+    ``train_metrics`` gets the results only (the final interval's losses: a DVC metric), ``train_summary``
+    dvclive's summary (from the curves), ``train_timings`` the seconds per step (not tracked).
     """
     torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
-    records = train_records(recipe, graphs_dir, prepared_dir, gt_db_path)
-    meta = train_meta(recipe)
-    key = train_run_key(recipe, graphs_dir, meta, prepared_dir, gt_db_path)
-    ckpt_dir = ckpt_root / key
-    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 touches files
-    if main_rank and latest_checkpoint(ckpt_dir) is None and live_dir.exists():
-        shutil.rmtree(live_dir)  # a fresh run: no stale curves from another run's params
+    graphs, prepared, gt_db = (
+        layout.path("graphs", "train"),
+        layout.path("prepared", "train"),
+        layout.path("gt_db"),
+    )
+    records = train_records(resolved, graphs, prepared, gt_db)
+    meta = train_meta(resolved)
+    key = train_run_key(resolved, graphs, meta, prepared, gt_db, resolved.validation)
+    ckpt_dir = layout.path("checkpoints") / key
     validate = None
-    if recipe.train.eval_every is not None and val_graphs_dir is not None and val_prepared_dir is not None:
-        if validation is None:
-            validation = ValidationConfig(
-                postprocess=recipe.postprocess, classes=object_classes(recipe.targets.label_method)
-            )
+    if resolved.validation is not None:
         validate = make_validator(
-            val_graphs_dir,
-            val_prepared_dir,
+            layout.path("graphs", "val"),
+            layout.path("prepared", "val"),
             meta,
-            validation.postprocess,
-            validation.classes,
-            recipe.train.eval_frames,
+            resolved.validation.postprocess,
+            resolved.validation.classes,
+            resolved.train.eval_frames,
         )
-    source = "rebuilt every epoch" if train_augments(recipe) else "cached graphs"
+    source = "rebuilt every epoch" if train_augments(resolved) else "cached graphs"
     print(f"train: run {key} ({len(records)} frames, {source}), checkpoints in {ckpt_dir}")
     final = train(
         records,
-        recipe.model,
-        recipe.train,
-        recipe.loss,
+        resolved.model,
+        resolved.train,
+        resolved.loss,
         ckpt_dir,
-        live_dir=live_dir,
+        live_dir=layout.path("live"),
         meta=meta,
         validate=validate,
+        timings_path=layout.path("train_timings"),
     )
-    if not main_rank:
+    model_path = layout.path("model")
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 touches files
         return model_path
     export_model(final, model_path)
-    summary_path = live_dir / "metrics.json"
+    summary_path = layout.path("train_summary")
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    write_json_atomic(metrics_path, train_results(summary))
-    if timings_path is not None:
-        write_json_atomic(timings_path, {"step": summary.get("step"), **summary.get("time", {})})
+    write_json_atomic(layout.path("train_metrics"), train_results(summary))
     return model_path
 
 
 def train_results(summary: dict[str, Any]) -> dict[str, Any]:
     """What of dvclive's summary is a result (the DVC metric ``metrics/train.json``): the final interval's
-    losses. Per-class vertex metrics, learning rate, timings and the val AP logged during training stay in
-    the summary and the curves."""
+    losses. Per-class vertex metrics, learning rate and the val AP logged during training stay in the summary
+    and the curves."""
     return {"loss": summary["loss"]} if "loss" in summary else {}
 
 
 def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
-    resolved = params.whole(Resolved)
-    train_step(
-        resolved,
-        layout.graphs("train"),
-        layout.checkpoints,
-        layout.model,
-        layout.live,
-        layout.train_metrics,
-        prepared_dir=layout.prepared("train"),
-        gt_db_path=layout.gt_db,
-        val_graphs_dir=layout.graphs("val"),
-        val_prepared_dir=layout.prepared("val"),
-        validation=resolved.validation,
-        timings_path=layout.train_timings,
-    )
+    train_step(params.whole(Resolved), layout)
