@@ -269,7 +269,10 @@ def columns(runs: Sequence[Run], everything: bool = False) -> tuple[list[Column]
 
 
 def _fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, keeping its end (a key's last part says most)."""
+    """``text`` cut to ``width`` characters, keeping its end (a key's last parts say most): whole dotted
+    parts dropped first (``model.layers.units`` -> ``layers.units``), else an ellipsis."""
+    while len(text) > width and "." in text.strip("."):
+        text = text.split(".", 1)[1]
     return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
 
 
@@ -277,16 +280,16 @@ def table(runs: Sequence[Run], width: int | None = 120, everything: bool = False
     """The comparison as aligned text, no line longer than ``width`` (None: no limit).
 
     The fixed columns always come first; param columns follow while they fit, and a closing note names the
-    ones left out. Param cells and headers are cut to 18 characters, run names to 24 (unless ``everything``).
+    ones left out. Unless ``everything``, headers and names are cut to 24 characters, other cells to 18.
     """
     fixed, params = columns(runs, everything)
     laid: list[tuple[list[str], int, bool]] = []  # (header + cells, width, left-aligned) of each column shown
     used = -2
     left_out: list[str] = []
     for i, col in enumerate([*fixed, *params]):
-        limit = None if everything else 24 if col.header == "experiment" else 18
+        limit = None if everything else 24 if col.kind == "text" else 18
         texts = [col.header, *map(col.cell, col.values)]
-        texts = texts if limit is None else [_fit(t, limit) for t in texts]
+        texts = texts if limit is None else [_fit(texts[0], 24), *(_fit(t, limit) for t in texts[1:])]
         size = max(map(len, texts))
         if i >= len(fixed) and width is not None and used + 2 + size > width:
             left_out.append(col.header)
@@ -306,9 +309,9 @@ def table(runs: Sequence[Run], width: int | None = 120, everything: bool = False
 def _notes(runs: Sequence[Run], left_out: Sequence[str]) -> list[str]:
     """What the columns mean, and the differing params that did not fit."""
     val = next((r.val.name for r in runs if r.val.name), None)
-    notes = [f"AP: {PATHS['ap']} (first values); steps: the last logged"]
+    notes = [f"AP: {PATHS['ap']}; steps: the last logged"]
     if val:
-        notes[0] += f"; val best/last: {val} AP logged during training (at step)"
+        notes[0] += f"; val best/last (step): {val} AP logged during training"
     if left_out:
         notes.append(
             f"{len(left_out)} differing params not shown (use --width or --all): {', '.join(left_out)}"
