@@ -21,7 +21,7 @@ import textwrap
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pgnn.core.errors import DataError
 from pgnn.pipeline.stages import PATHS
@@ -31,6 +31,7 @@ LOSS_SERIES = "loss/total"  # pgnn.training.live's total loss, under PATHS["live
 VAL_FOLDER = "val"  # pgnn.eval.validation's val/<class>/<metric>/<difficulty>, under PATHS["live_plots"]
 HEADLINE_VALUES = 2  # the first values of the ap metric file shown (Car 3D and BEV moderate R40)
 DONE_STATES = ("success", None)  # executor states whose commit holds the run's results (None: a plain run)
+ABSENT = "-"  # a param cell of a run whose params lack the key (a null value is written "null")
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class RevFiles:
         done = subprocess.run(["git", *args], cwd=self.root, capture_output=True, text=True)
         return done.stdout if done.returncode == 0 else None
 
-    def list(self, folder: str) -> list[str]:
+    def files(self, folder: str) -> list[str]:
         """The files under ``folder`` (paths relative to the root), sorted."""
         if self.rev == "workspace":
             base = self.root / folder
@@ -187,7 +188,7 @@ def build_run(root: Path, name: str, rev: str, state: str | None, data: Mapping[
     loss = val = Curve()
     if state in DONE_STATES:
         files = RevFiles(root, rev)
-        listed = files.list(PATHS["live_plots"])
+        listed = files.files(PATHS["live_plots"])
         loss_text = files.read(f"{PATHS['live_plots']}/{LOSS_SERIES}.tsv")
         loss = parse_tsv(loss_text, LOSS_SERIES) if loss_text else Curve()
         series = val_series(listed, headline_keys[0].split(".") if headline_keys else [])
@@ -202,9 +203,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def collect(root: Path, records: Sequence[Mapping[str, Any]] | None = None) -> list[Run]:
-    """Every row of ``dvc exp show --json`` at ``root`` (or of ``records``, read before) as a :class:`Run`."""
-    return [build_run(root, *entry) for entry in _entries(exp_show(root) if records is None else records)]
+def collect(root: Path) -> list[Run]:
+    """Every row of ``dvc exp show --json`` at ``root`` as a :class:`Run`, in DVC's order."""
+    return [build_run(root, *entry) for entry in _entries(exp_show(root))]
 
 
 def select(runs: Sequence[Run], wanted: Sequence[str]) -> list[Run]:
@@ -227,7 +228,8 @@ def param_keys(runs: Sequence[Run], everything: bool = False) -> list[str]:
     return [
         k
         for k in keys
-        if ":" not in k and len({json.dumps(r.params.get(k), sort_keys=True, default=str) for r in runs}) > 1
+        if ":" not in k
+        and len({json.dumps(r.params.get(k, ABSENT), sort_keys=True, default=str) for r in runs}) > 1
     ]
 
 
@@ -237,15 +239,19 @@ class Column:
 
     header: str
     values: list[Any]
-    kind: str = "param"  # "text", "ap" (two decimals), "point" ((step, value) as "77.60 (2000)"), "param"
+    # text: left-aligned; ap: two decimals; point: a (step, AP) as "77.60 (2000)"; number: 4 significant
+    # digits; param: as YAML would write it
+    kind: Literal["text", "ap", "point", "number", "param"] = "param"
 
     def cell(self, value: Any) -> str:
         if value is None:
-            return "-"
+            return "null" if self.kind == "param" else "-"
         if self.kind == "ap" and isinstance(value, float):
             return f"{value:.2f}"
         if self.kind == "point":
             return f"{value[1]:.2f} ({value[0]})"
+        if self.kind == "number" and isinstance(value, float):
+            return f"{value:.4g}"
         if isinstance(value, bool):
             return str(value).lower()
         return value if isinstance(value, str) else json.dumps(value, default=str)
@@ -264,8 +270,8 @@ def columns(runs: Sequence[Run], everything: bool = False) -> tuple[list[Column]
     ]
     if everything:
         for key in dict.fromkeys(k for r in runs for k in r.metrics):
-            fixed.append(Column(key, [r.metrics.get(key) for r in runs], "ap"))
-    return fixed, [Column(k, [r.params.get(k) for r in runs]) for k in param_keys(runs, everything)]
+            fixed.append(Column(key, [r.metrics.get(key) for r in runs], "number"))
+    return fixed, [Column(k, [r.params.get(k, ABSENT) for r in runs]) for k in param_keys(runs, everything)]
 
 
 def _fit(text: str, width: int) -> str:
@@ -331,7 +337,7 @@ def to_csv(runs: Sequence[Run], everything: bool = False) -> str:
             if col.kind == "point":
                 row += ["", ""] if value is None else [value[1], value[0]]
             else:
-                row.append("" if value is None else value if col.kind != "param" else col.cell(value))
+                row.append(col.cell(value) if col.kind == "param" else "" if value is None else value)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerows([header, *rows])

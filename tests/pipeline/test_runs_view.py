@@ -11,12 +11,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dvcrepo import dvc_in, tool_env
 from fakeexp import expected, make_project
+from matplotlib.figure import Figure
 
+from pgnn import cli
 from pgnn.pipeline import runs as view
+from pgnn.viz import compare
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = {"fast": 0.05, "slow": 0.02}  # name -> train.lr (the baseline has 0.01)
@@ -80,11 +84,29 @@ def test_json_and_csv_carry_the_same_figures(project: Path) -> None:
     }
 
 
-def test_plot_overlays_the_shown_experiments(project: Path, tmp_path: Path) -> None:
+def test_plot_overlays_the_shown_experiments(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn: list[Figure] = []
+    draw = compare.compare_figure
+
+    def keep(*args: Any, **kwargs: Any) -> Figure:  # the figure the command draws, kept for the asserts
+        drawn.append(draw(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(compare, "compare_figure", keep)
+    for key, value in tool_env().items():
+        monkeypatch.setenv(key, value)
     out = tmp_path / "compare.png"
-    done = pgnn_runs(project, "fast", "slow", "--plot", str(out))
-    assert done.returncode == 0, done.stderr
+    assert cli.main(["runs", "--root", str(project), "fast", "slow", "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (fig,) = drawn
+    loss_ax, val_ax = fig.axes
+    for ax in (loss_ax, val_ax):
+        assert [line.get_label() for line in ax.get_lines()] == ["slow", "fast"]  # DVC's order: newest first
+    for line in val_ax.get_lines():
+        want = expected(EXPERIMENTS[str(line.get_label())])
+        assert max(line.get_ydata()) == want["best"] and line.get_ydata()[-1] == want["last"]
 
 
 def test_unknown_experiment_and_not_a_project_are_one_line_errors(project: Path, tmp_path: Path) -> None:
@@ -105,3 +127,22 @@ def test_params_that_do_not_fit_are_named_not_cut() -> None:
     assert "differing params not shown" in text and "model.layer_29.units" in text
     wide = view.table(runs, width=None, everything=True)
     assert "model.layer_29.units" in wide.splitlines()[0]
+
+
+def test_queued_runs_null_and_absent_params_are_told_apart(tmp_path: Path) -> None:
+    data = {
+        "params": {"params.yaml": {"data": {"train": {"max_steps": None, "seed": 1}}}},
+        "metrics": {"metrics/ap.json": {"data": {"Car": {"3d": 70.0, "bev": 80.0}}}},
+    }
+    waiting = view.build_run(tmp_path, "waiting", "0123456789", "queued", data)  # reads no files
+    assert (waiting.rev, waiting.headline, waiting.val.best()) == (
+        "0123456",
+        {"Car 3d": 70.0, "Car bev": 80.0},
+        None,
+    )
+    done = view.Run("done", "abcdef0", "success", {"train.max_steps": 400})
+    text = view.table([waiting, done])
+    head, first, second = text.splitlines()[:3]
+    assert head.split()[-2:] == ["train.max_steps", "train.seed"]
+    assert first.split()[:2] == ["waiting", "(queued)"] and first.split()[-2:] == ["null", "1"]
+    assert second.split()[-2:] == ["400", "-"]
