@@ -21,9 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     form.add_argument("--csv", action="store_true", help="CSV instead of the table")
     form.add_argument("--json", action="store_true", help="JSON instead of the table")
     parser.add_argument(
-        "--width", type=int, default=None, help="widest line of the table (default: 120; none with --all)"
+        "--width", type=width, default=None, help="widest line of the table (default: 120; none with --all)"
     )
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="also draw the runs' curves overlaid")
+
+
+def width(text: str) -> int:
+    """A ``--width`` value: a whole number of columns, at least 40 (the fixed columns take about 70)."""
+    if not text.isdigit() or int(text) < 40:
+        raise argparse.ArgumentTypeError(f"expected a whole number of columns >= 40, got {text!r}")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
