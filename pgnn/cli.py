@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "list the training runs' checkpoints; --prune removes old runs",
     ),
     "dvc-yaml": ("pgnn.commands.dvc_yaml", "write dvc.yaml from the stage table (pgnn/pipeline/stages.py)"),
+    "runs": ("pgnn.commands.runs", "compare the DVC experiments: AP, val AP, steps, the params that differ"),
 }
 
 

@@ -1,0 +1,369 @@
+"""The project's runs side by side: DVC's experiments (and the workspace) as rows a person can read.
+
+``dvc exp show`` lists every param and metric of every file: on this project that is all ellipses at 120
+columns, and the validation AP logged during training is no column at all. This module reads ``dvc exp show
+--json`` (never its table) and keeps, per run, what answers "which run is better, and why": the headline AP
+(the first two values of the ``ap`` metric file: Car 3D and BEV moderate R40), the best and last validation AP
+logged during training (the dvclive curve under the ``live_plots`` folder: read from the run's git commit, as
+dvclive's files are tracked by git here, or from disk for the workspace), the final step, and only the params
+that differ between the rows shown. :func:`table` fits the rows into a width (120 columns by default),
+dropping the params that do not fit and saying so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pgnn.core.errors import DataError
+from pgnn.pipeline.stages import PATHS
+
+PARAMS_FILE = "params.yaml"  # the file `dvc exp run -S` edits: its keys are the params people set
+LOSS_SERIES = "loss/total"  # pgnn.training.live's total loss, under PATHS["live_plots"]
+VAL_FOLDER = "val"  # pgnn.eval.validation's val/<class>/<metric>/<difficulty>, under PATHS["live_plots"]
+HEADLINE_VALUES = 2  # the first values of the ap metric file shown (Car 3D and BEV moderate R40)
+DONE_STATES = ("success", None)  # executor states whose commit holds the run's results (None: a plain run)
+ABSENT = "-"  # a param cell of a run whose params lack the key (a null value is written "null")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One dvclive history: ``steps[i]`` logged ``values[i]``; empty when the run logged none."""
+
+    name: str = ""
+    steps: tuple[int, ...] = ()
+    values: tuple[float, ...] = ()
+
+    def best(self) -> tuple[int, float] | None:
+        """(step, value) of the highest value (the first one on ties)."""
+        if not self.values:
+            return None
+        i = max(range(len(self.values)), key=lambda k: (self.values[k], -k))
+        return self.steps[i], self.values[i]
+
+    def last(self) -> tuple[int, float] | None:
+        return (self.steps[-1], self.values[-1]) if self.values else None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row: an experiment, the baseline commit or the workspace, with what the view shows of it."""
+
+    name: str
+    rev: str  # short commit; "" for the workspace
+    state: str | None  # the queue's state (queued, running, failed, success); None for a plain run
+    params: dict[str, Any] = field(default_factory=dict)  # "section.key" (params.yaml), else "file:key"
+    metrics: dict[str, Any] = field(default_factory=dict)  # "<file stem>.<key path>"
+    headline: dict[str, float | None] = field(default_factory=dict)  # "Car 3d" -> AP
+    loss: Curve = Curve()
+    val: Curve = Curve()
+
+    def steps(self) -> int | None:
+        """The final step: the last one logged (loss, else val curve), else ``train.max_steps``."""
+        for curve in (self.loss, self.val):
+            if curve.steps:
+                return curve.steps[-1]
+        value = self.params.get("train.max_steps")
+        return value if isinstance(value, int) else None
+
+
+def exp_show(root: Path) -> list[dict[str, Any]]:
+    """``dvc exp show --json`` of the project at ``root`` (this interpreter's DVC), parsed."""
+    cmd = [sys.executable, "-m", "dvc", "exp", "show", "--json"]
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DataError(root, f"expected a git + DVC project (`dvc exp show --json` failed: {why})")
+    try:
+        records = json.loads(done.stdout)
+    except json.JSONDecodeError as err:
+        raise DataError(root, f"expected JSON from `dvc exp show --json`, got: {err}") from err
+    if not isinstance(records, list):
+        raise DataError(root, f"expected a list from `dvc exp show --json`, got {type(records).__name__}")
+    return records
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping's leaves as ``{"a.b.c": value}``, in the file's order."""
+    if not isinstance(tree, Mapping):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _entries(records: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, str, str | None, Mapping]]:
+    """(name, full rev, state, data) of each row, as DVC orders them: workspace, baseline, its experiments."""
+    for record in records:
+        rev = str(record.get("rev", ""))
+        name = record.get("name") or ("workspace" if rev == "workspace" else rev[:7])
+        yield name, rev, None, record.get("data") or {}
+        for exp in record.get("experiments") or []:
+            state = (exp.get("executor") or {}).get("state")
+            for sub in exp.get("revs") or []:
+                yield sub.get("name") or exp.get("name") or "", sub["rev"], state, sub.get("data") or {}
+
+
+def _values(data: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """{file: flattened values} of one row's ``params`` or ``metrics`` (files DVC could not read: empty)."""
+    return {f: flatten((v or {}).get("data") or {}) for f, v in (data.get(kind) or {}).items()}
+
+
+def _params(files: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for file, values in files.items():
+        out.update({(k if file == PARAMS_FILE else f"{file}:{k}"): v for k, v in values.items()})
+    return out
+
+
+def _metrics(files: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    return {f"{Path(file).stem}.{k}": v for file, values in files.items() for k, v in values.items()}
+
+
+class RevFiles:
+    """The files of one run: its git commit (``git show``), or the working tree for the workspace."""
+
+    def __init__(self, root: Path, rev: str) -> None:
+        self.root, self.rev = root, rev
+
+    def _git(self, *args: str) -> str | None:
+        done = subprocess.run(["git", *args], cwd=self.root, capture_output=True, text=True)
+        return done.stdout if done.returncode == 0 else None
+
+    def files(self, folder: str) -> list[str]:
+        """The files under ``folder`` (paths relative to the root), sorted."""
+        if self.rev == "workspace":
+            base = self.root / folder
+            found = base.rglob("*") if base.is_dir() else iter(())
+            return sorted(p.relative_to(self.root).as_posix() for p in found if p.is_file())
+        out = self._git("ls-tree", "-r", "--name-only", self.rev, "--", folder)
+        return sorted(out.splitlines()) if out else []
+
+    def read(self, path: str) -> str | None:
+        if self.rev == "workspace":
+            file = self.root / path
+            return file.read_text() if file.is_file() else None
+        return self._git("show", f"{self.rev}:{path}")
+
+
+def parse_tsv(text: str, name: str = "") -> Curve:
+    """A dvclive history (``step``, then the value column; ``timestamp`` ignored) as a :class:`Curve`."""
+    rows = list(csv.reader(io.StringIO(text), delimiter="\t"))
+    if not rows or "step" not in rows[0] or len(rows[0]) < 2:
+        return Curve(name)
+    head = rows[0]
+    s = head.index("step")
+    v = next(i for i, col in enumerate(head) if col not in ("step", "timestamp"))
+    good = [r for r in rows[1:] if len(r) > max(s, v) and r[v] != ""]
+    return Curve(name, tuple(int(r[s]) for r in good), tuple(float(r[v]) for r in good))
+
+
+def val_series(files: Iterable[str], headline: Sequence[str]) -> str | None:
+    """The val curve that matches the headline AP (``<class>/<metric>/moderate``), else the first one."""
+    prefix = f"{PATHS['live_plots']}/{VAL_FOLDER}/"
+    names = [
+        f.removeprefix(prefix).removesuffix(".tsv")
+        for f in files
+        if f.startswith(prefix) and f.endswith(".tsv")
+    ]
+    wanted = "/".join([*headline[:2], "moderate"])
+    return wanted if wanted in names else (names[0] if names else None)
+
+
+def build_run(root: Path, name: str, rev: str, state: str | None, data: Mapping[str, Any]) -> Run:
+    """One row: params and metrics from DVC's record, curves from the run's files (finished runs only)."""
+    metrics = _values(data, "metrics")
+    ap = metrics.get(PATHS["ap"], {})
+    headline_keys = list(ap)[:HEADLINE_VALUES]
+    headline = {k.replace(".", " "): _number(ap[k]) for k in headline_keys}
+    loss = val = Curve()
+    if state in DONE_STATES:
+        files = RevFiles(root, rev)
+        listed = files.files(PATHS["live_plots"])
+        loss_text = files.read(f"{PATHS['live_plots']}/{LOSS_SERIES}.tsv")
+        loss = parse_tsv(loss_text, LOSS_SERIES) if loss_text else Curve()
+        series = val_series(listed, headline_keys[0].split(".") if headline_keys else [])
+        val_text = files.read(f"{PATHS['live_plots']}/{VAL_FOLDER}/{series}.tsv") if series else None
+        val = parse_tsv(val_text, str(series)) if val_text else Curve()
+    short = "" if rev == "workspace" else rev[:7]
+    params = _params(_values(data, "params"))
+    return Run(name, short, state, params, _metrics(metrics), headline, loss, val)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def collect(root: Path) -> list[Run]:
+    """Every row of ``dvc exp show --json`` at ``root`` as a :class:`Run`, in DVC's order."""
+    return [build_run(root, *entry) for entry in _entries(exp_show(root))]
+
+
+def select(runs: Sequence[Run], wanted: Sequence[str]) -> list[Run]:
+    """The runs named in ``wanted`` (an experiment's name, or a prefix of its rev), in ``runs``' order."""
+    if not wanted:
+        return list(runs)
+    found = [r for r in runs if any(w == r.name or (r.rev and r.rev.startswith(w)) for w in wanted)]
+    missing = [w for w in wanted if not any(w == r.name or (r.rev and r.rev.startswith(w)) for r in runs)]
+    if missing:
+        names = ", ".join(r.name for r in runs)
+        raise DataError("dvc exp show", f"expected experiment names or revs among {names}, got {missing}")
+    return found
+
+
+def param_keys(runs: Sequence[Run], everything: bool = False) -> list[str]:
+    """The params shown: those of params.yaml whose values differ between ``runs``; all, ``everything``."""
+    keys = list(dict.fromkeys(k for r in runs for k in r.params))
+    if everything:
+        return keys
+    return [
+        k
+        for k in keys
+        if ":" not in k
+        and len({json.dumps(r.params.get(k, ABSENT), sort_keys=True, default=str) for r in runs}) > 1
+    ]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the comparison: its header, one raw value per run, and how a cell is written."""
+
+    header: str
+    values: list[Any]
+    # text: left-aligned; ap: two decimals; point: a (step, AP) as "77.60 (2000)"; number: 4 significant
+    # digits; param: as YAML would write it
+    kind: Literal["text", "ap", "point", "number", "param"] = "param"
+
+    def cell(self, value: Any) -> str:
+        if value is None:
+            return "null" if self.kind == "param" else "-"
+        if self.kind == "ap" and isinstance(value, float):
+            return f"{value:.2f}"
+        if self.kind == "point":
+            return f"{value[1]:.2f} ({value[0]})"
+        if self.kind == "number" and isinstance(value, float):
+            return f"{value:.4g}"
+        if isinstance(value, bool):
+            return str(value).lower()
+        return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def columns(runs: Sequence[Run], everything: bool = False) -> tuple[list[Column], list[Column]]:
+    """(the fixed columns, the param columns) of ``runs``; ``everything`` adds every metric and param."""
+    shown = [f"{r.name} ({r.state})" if r.state not in DONE_STATES else r.name for r in runs]
+    fixed = [Column("experiment", shown, "text"), Column("rev", [r.rev for r in runs], "text")]
+    for key in dict.fromkeys(k for r in runs for k in r.headline):
+        fixed.append(Column(key, [r.headline.get(key) for r in runs], "ap"))
+    fixed += [
+        Column("val best", [r.val.best() for r in runs], "point"),
+        Column("val last", [r.val.last() for r in runs], "point"),
+        Column("steps", [r.steps() for r in runs]),
+    ]
+    if everything:
+        for key in dict.fromkeys(k for r in runs for k in r.metrics):
+            fixed.append(Column(key, [r.metrics.get(key) for r in runs], "number"))
+    return fixed, [Column(k, [r.params.get(k, ABSENT) for r in runs]) for k in param_keys(runs, everything)]
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, keeping its end (a key's last parts say most): whole dotted
+    parts dropped first (``model.layers.units`` -> ``layers.units``), else an ellipsis."""
+    while len(text) > width and "." in text.strip("."):
+        text = text.split(".", 1)[1]
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+
+
+def table(runs: Sequence[Run], width: int | None = 120, everything: bool = False) -> str:
+    """The comparison as aligned text, no line longer than ``width`` (None: no limit).
+
+    The fixed columns always come first; param columns follow while they fit, and a closing note names the
+    ones left out. Unless ``everything``, headers and names are cut to 24 characters, other cells to 18.
+    """
+    fixed, params = columns(runs, everything)
+    laid: list[tuple[list[str], int, bool]] = []  # (header + cells, width, left-aligned) of each column shown
+    used = -2
+    left_out: list[str] = []
+    for i, col in enumerate([*fixed, *params]):
+        limit = None if everything else 24 if col.kind == "text" else 18
+        texts = [col.header, *map(col.cell, col.values)]
+        texts = texts if limit is None else [_fit(texts[0], 24), *(_fit(t, limit) for t in texts[1:])]
+        size = max(map(len, texts))
+        if i >= len(fixed) and width is not None and used + 2 + size > width:
+            left_out.append(col.header)
+            continue
+        laid.append((texts, size, col.kind == "text"))
+        used += 2 + size
+    lines = [
+        "  ".join(t[row].ljust(n) if left else t[row].rjust(n) for t, n, left in laid).rstrip()
+        for row in range(len(runs) + 1)
+    ]
+    lines = [line if width is None or len(line) <= width else line[: width - 1] + "…" for line in lines]
+    for note in _notes(runs, left_out):
+        lines += textwrap.wrap(note, width) if width is not None else [note]
+    return "\n".join(lines)
+
+
+def _notes(runs: Sequence[Run], left_out: Sequence[str]) -> list[str]:
+    """What the columns mean, and the differing params that did not fit."""
+    val = next((r.val.name for r in runs if r.val.name), None)
+    notes = [f"AP: {PATHS['ap']}; steps: the last logged"]
+    if val:
+        notes[0] += f"; val best/last (step): {val} AP logged during training"
+    if left_out:
+        notes.append(
+            f"{len(left_out)} differing params not shown (use --width or --all): {', '.join(left_out)}"
+        )
+    return notes
+
+
+def to_csv(runs: Sequence[Run], everything: bool = False) -> str:
+    """The comparison's columns, every differing param included, as CSV: one row per run, raw values (a val
+    point as two columns, its AP and its step; a missing value empty)."""
+    fixed, params = columns(runs, everything)
+    header: list[str] = []
+    rows: list[list[Any]] = [[] for _ in runs]
+    for col in [*fixed, *params]:
+        header += [col.header, f"{col.header} step"] if col.kind == "point" else [col.header]
+        for row, value in zip(rows, col.values, strict=True):
+            if col.kind == "point":
+                row += ["", ""] if value is None else [value[1], value[0]]
+            else:
+                row.append(col.cell(value) if col.kind == "param" else "" if value is None else value)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerows([header, *rows])
+    return out.getvalue()
+
+
+def to_json(runs: Sequence[Run], everything: bool = False) -> str:
+    """The comparison as a JSON list, one object per run: its shown params (``everything``: all, metrics)."""
+    keys = param_keys(runs, everything)
+    rows = []
+    for r in runs:
+        best, last = r.val.best(), r.val.last()
+        row: dict[str, Any] = {
+            "name": r.name,
+            "rev": r.rev,
+            "state": r.state,
+            "ap": r.headline,
+            "val": {
+                "series": r.val.name or None,
+                "best": None if best is None else {"step": best[0], "ap": best[1]},
+                "last": None if last is None else {"step": last[0], "ap": last[1]},
+            },
+            "steps": r.steps(),
+            "params": {k: r.params.get(k) for k in keys},
+        }
+        if everything:
+            row["metrics"] = r.metrics
+        rows.append(row)
+    return json.dumps(rows, indent=2, default=str)

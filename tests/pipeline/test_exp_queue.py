@@ -1,0 +1,68 @@
+"""DVC's experiment queue on a tiny project (tests/pipeline/fakeexp.py): two ``dvc exp run --queue -S ...``
+then ``dvc queue start -j 1`` run both, and each experiment shows its own params and metrics in ``dvc exp
+show --json`` (and in ``pgnn runs``).
+
+DVC 3.67's queue runs a local Celery worker over a filesystem broker (kombu's, under ``.dvc/tmp/exps``):
+nothing in it needs a network, and the whole test runs in a new network namespace when it can
+(``unshare -n``, as root), so an attempt to reach one fails. No KITTI data is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from dvcrepo import run_in
+from fakeexp import expected, make_project
+
+from pgnn.pipeline.runs import collect
+
+QUEUED = {"q-fast": 0.05, "q-slow": 0.02}  # name -> train.lr
+
+
+def offline(*cmd: str) -> tuple[str, ...]:
+    """``cmd`` in a namespace with no network (only loopback, down) where this user may make one."""
+    unshare = shutil.which("unshare")
+    if unshare and os.geteuid() == 0:
+        return (unshare, "-n", *cmd)
+    return cmd
+
+
+def dvc(root: Path, *args: str) -> str:
+    return run_in(root, *offline(sys.executable, "-m", "dvc", *args)).stdout
+
+
+def test_queued_experiments_run_with_their_own_params(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    for name, lr in QUEUED.items():
+        dvc(root, "exp", "run", "--queue", "-n", name, "-S", f"train.lr={lr}")
+    status = dvc(root, "queue", "status")
+    assert all(f"{name}" in status for name in QUEUED) and status.count("Queued") == 2, status
+    dvc(root, "queue", "start", "-j", "1")
+    deadline = time.monotonic() + 60
+    while True:
+        status = dvc(root, "queue", "status")
+        if "Queued" not in status and "Running" not in status:
+            break
+        assert time.monotonic() < deadline, f"queue still busy after 60 s:\n{status}"
+        time.sleep(1)
+    assert status.count("Success") == 2, status + dvc(root, "queue", "logs", next(iter(QUEUED)))
+    shown = json.loads(dvc(root, "exp", "show", "--json"))
+    found = {}
+    for exp in shown[1]["experiments"]:
+        for rev in exp["revs"]:
+            found[rev["name"]] = rev["data"]
+    assert set(found) == set(QUEUED)
+    for name, lr in QUEUED.items():
+        assert found[name]["params"]["params.yaml"]["data"]["train"]["lr"] == lr
+        assert found[name]["metrics"]["metrics/ap.json"]["data"]["Car"]["3d"] == expected(lr)["3d"]
+    runs = {r.name: r for r in collect(root)}
+    for name, lr in QUEUED.items():
+        assert (runs[name].state, runs[name].params["train.lr"]) == ("success", lr)
+        assert runs[name].val.best() == (expected(lr)["best_step"], expected(lr)["best"])
+    dvc(root, "queue", "stop")  # the idle worker exits now, not when it times out
+    assert run_in(root, "git", "status", "--porcelain").stdout == ""  # the workspace was not touched
