@@ -18,10 +18,14 @@ resumes from its own checkpoints when rerun, and a crash in a stage is a bug to 
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
@@ -60,13 +64,38 @@ def _file_has(path: Path, sha256: str | None) -> bool:
     return sha256 is not None and path.is_file() and sha256_file(path) == sha256
 
 
+HEARTBEAT_S = 8.0
+"""While a stage item runs, the flow's log says so this often (importing torch, say, prints nothing)."""
+
+
+@contextmanager
+def heartbeat(target: str, every: float = HEARTBEAT_S) -> Iterator[None]:
+    """Log ``<target>: running (N s)`` every ``every`` seconds until the block ends."""
+    logger = get_run_logger()
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            logger.info(f"{target}: running ({time.monotonic() - t0:.0f} s)")
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{target}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 @task(name="stage", task_run_name="{target}", cache_policy=NO_CACHE, retries=0, log_prints=True)
 def stage_task(target: str, root: str, params_path: str) -> str:
     """Run stage item ``target`` (``train``, ``prepare@val``) on the project at ``root``, reading
     ``params_path`` (the params stage) or the ``params.resolved.yaml`` resolved from it (the others)."""
     it = item_of(target)
     layout = Layout(Path(root))
-    run_item(it, layout, load_stage_params(it.stage, layout, Path(params_path)))
+    with heartbeat(target):
+        run_item(it, layout, load_stage_params(it.stage, layout, Path(params_path)))
     return target
 
 

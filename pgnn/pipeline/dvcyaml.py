@@ -18,9 +18,10 @@ HEADER = """\
 # pgnn function; its code deps are exactly the static import closure of that function's module (lazy imports
 # included), so editing a module reruns exactly the stages that import it. The `params` stage validates the
 # whole of params.yaml and writes params.resolved.yaml (the effective params, preset resolved); the other
-# stages list the keys of that file their outputs depend on. Metrics hold results only (AP, losses); timings
-# and full tables are outputs with `cache: false`. `persist: true` outputs are what a killed run resumes from
-# (their writers only write new files and rename them into place).
+# stages list the keys of that file their outputs depend on. Metrics hold results only (AP, losses); full
+# tables and curves are outputs with `cache: false`; the only plots are images (they draw offline). Wall-clock
+# timings and training checkpoints are no outputs (git-ignored). `persist: true` outputs are what a killed run
+# resumes from (their writers only write new files and rename them into place).
 """
 
 

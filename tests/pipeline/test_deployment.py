@@ -139,8 +139,8 @@ def test_preprocess_deployment_runs_end_to_end_on_a_process_worker(prefect_env, 
 
     server = procs.start("server", "server", "start", "--host", "127.0.0.1", "--port", port, cwd=tmp_path)
     healthy_after = wait_healthy(procs, api_url, server)
-    procs.run("work-pool", "create", "pgnn-process", "--type", "process", cwd=tmp_path, timeout=60)
-    worker = procs.start("worker", "worker", "start", "--pool", "pgnn-process", "--limit", "1", cwd=tmp_path)
+    procs.run("work-pool", "create", "pgnn-cpu", "--type", "process", cwd=tmp_path, timeout=60)
+    worker = procs.start("worker", "worker", "start", "--pool", "pgnn-cpu", "--limit", "1", cwd=tmp_path)
     deployed = procs.run("--no-prompt", "deploy", "--name", "pgnn-preprocess", cwd=REPO, timeout=120)
     assert "pgnn-preprocess" in deployed
     run = procs.run(
@@ -162,8 +162,8 @@ def test_preprocess_deployment_runs_end_to_end_on_a_process_worker(prefect_env, 
 
     runs = api(f"{api_url}/flow_runs/filter", {})
     assert {r["state"]["type"] for r in runs} == {"COMPLETED"}, (run[-2000:], procs.tail("worker"))
-    (top,) = [r for r in runs if r["deployment_id"]]  # the deployment's run; its pgnn-shards sub-flow run
-    assert len(runs) == 2 and top["parameters"]["project_root"] == str(project)
+    (top,) = [r for r in runs if r["deployment_id"]]  # the deployment's run; a pgnn-shards sub-flow run for
+    assert len(runs) == 3 and top["parameters"]["project_root"] == str(project)  # prepare, one for graphs
     assert top["parameters"]["task_runner"] == "processes"  # prefect.yaml's default: a process pool
     for stage, split in [(s, p) for s in ("prepared", "graphs") for p in ("train", "val")]:
         manifest = json.loads((project / "data" / stage / split / "manifest.json").read_text())

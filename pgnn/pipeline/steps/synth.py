@@ -11,6 +11,7 @@ from pgnn.pipeline.stages import Layout
 
 def synth_step(cfg: SyntheticConfig, out_dir: Path) -> None:
     """Write the synthetic KITTI root of ``cfg`` to ``out_dir``."""
+    print(f"synth: {cfg.frames} frames (seed {cfg.seed}) -> {out_dir}")
     generate_dataset(out_dir, cfg.frames, cfg.seed, cfg.val_fraction)
 
 
