@@ -59,9 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _frame_ids(args: argparse.Namespace) -> list[str]:
     ids = list(args.ids)
     if args.split:
-        from pgnn.commands.predict import parse_ids
+        from pgnn.data.kitti import read_split
 
-        split_ids, _ = parse_ids(args.split, Path(args.root))
+        named = Path(args.root) / "ImageSets" / f"{args.split}.txt"
+        path = Path(args.split) if Path(args.split).is_file() else named
+        if not path.is_file():
+            raise DataError("--split", f"expected a split file or a split name with a file {named}, got none")
+        split_ids = read_split(path)
         ids += split_ids[: args.limit] if args.limit is not None else split_ids
     if not ids:
         raise DataError("pgnn view", "expected frame ids (ID... or --split S)")

@@ -155,9 +155,15 @@ def _box_hover(name: str, box: np.ndarray, score: float | None, kind: str) -> st
     return f"<b>{head}</b> ({kind})<br>x {x:.2f} y {y:.2f} z {z:.2f} m<br>{size}<br>ry {ry:.2f}"
 
 
+def _tint(color: str, amount: float) -> str:
+    """``#rrggbb`` mixed with white by ``amount`` (0: itself, 1: white)."""
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in rgb)
+
+
 def box_traces(boxes: Boxes, kind: str = "label") -> list[go.Scatter3d]:
-    """Wireframes of ``boxes``, one trace per class: labels thin, detections thick (WebGL draws no dashes);
-    hovering over a box's corners shows its class, score (detections), centre, size and yaw."""
+    """Wireframes of ``boxes``, one trace per class: labels thin and paler, detections thick (WebGL draws no
+    dashes). Hovering over a box's corners shows its class, score (detections), centre, size and yaw."""
     traces = []
     detection = kind == "detection"
     for name in sorted(set(boxes.names)):
@@ -166,6 +172,7 @@ def box_traces(boxes: Boxes, kind: str = "label") -> list[go.Scatter3d]:
         scores = [None if boxes.scores is None else float(boxes.scores[i]) for i in rows]
         hover = [_box_hover(name, boxes.boxes[i], s, kind) for i, s in zip(rows, scores, strict=True)]
         text = np.repeat(np.array(hover, dtype=object), 20)  # (20 M',)
+        color = CLASS_COLORS.get(name, _OTHER)
         traces.append(
             go.Scatter3d(
                 x=xyz[:, 0],
@@ -173,8 +180,7 @@ def box_traces(boxes: Boxes, kind: str = "label") -> list[go.Scatter3d]:
                 z=xyz[:, 2],
                 mode="lines",
                 name=f"{kind}: {name} ({len(rows)})",
-                line={"color": CLASS_COLORS.get(name, _OTHER), "width": 7 if detection else 2.5},
-                opacity=1.0 if detection else 0.8,
+                line={"color": color if detection else _tint(color, 0.5), "width": 7 if detection else 3},
                 text=text,
                 hovertemplate="%{text}<extra></extra>",
             )
@@ -236,7 +242,6 @@ def graph_traces(
             name=f"graph edges ({shown})",
             line={"color": "rgba(120, 170, 255, 0.35)", "width": 1},
             hoverinfo="skip",
-            visible="legendonly" if len(drawn) > max_edges // 2 else True,
         ),
         go.Scatter3d(
             x=kp[:, 0].astype(np.float32),
@@ -292,7 +297,7 @@ def scene_figure(traces: Sequence[go.Scatter3d], title: str) -> go.Figure:
             "xaxis": {**axis, "title": {"text": "x right (m)"}},
             "yaxis": {**axis, "title": {"text": "z forward (m)"}},
             "zaxis": {**axis, "title": {"text": "up (m)"}},
-            "camera": {"eye": {"x": 0.0, "y": -1.15, "z": 0.75}, "center": {"x": 0.0, "y": -0.1, "z": -0.15}},
+            "camera": {"eye": {"x": 0.0, "y": -2.0, "z": 1.25}, "center": {"x": 0.0, "y": -0.3, "z": -0.25}},
         },
     )
     return fig
