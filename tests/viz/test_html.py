@@ -201,9 +201,10 @@ def test_the_network_check_sees_a_page_that_loads_from_outside(tmp_path: Path) -
 
 def test_view_command_writes_one_page_per_frame(kitti_sample: Path, tmp_path: Path) -> None:
     out = tmp_path / "pages"
-    rc = cli_main(
-        ["view", "--root", str(kitti_sample), "1", "000008", "--max-points", "5000", "--out", str(out)]
-    )
+    split = tmp_path / "split.txt"
+    split.write_text("000008\n000001\n000114\n")
+    argv = ["view", "--root", str(kitti_sample), "1", "--split", str(split), "--limit", "2"]
+    rc = cli_main([*argv, "--max-points", "5000", "--out", str(out)])
     assert rc == 0
     assert sorted(p.name for p in out.iterdir()) == ["000001.html", "000008.html"]
     text = (out / "000008.html").read_text()
