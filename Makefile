@@ -30,6 +30,7 @@ pipeline: $(STAMP)
 	$(VENV)/bin/python -m pgnn.pipeline.run
 
 test: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/python -m pgnn.cli dvc-yaml --check

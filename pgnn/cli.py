@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("pgnn.commands.eval", "official KITTI AP (2D/AOS/BEV/3D, R11+R40) of a prediction folder"),
     "import-weights": ("pgnn.commands.import_weights", "convert the authors' weights to a pgnn model"),
     "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
+    "view": ("pgnn.commands.view", "interactive 3D pages of frames (points, boxes, graph): offline HTML"),
     "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),
     "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval): table or JSON"),
     "check": ("pgnn.commands.check", "compare pgnn with the original's golden references (train-step)"),

@@ -42,7 +42,8 @@ def read_tsv_series(path: str | Path) -> tuple[list[int], list[float]]:
     return steps, values
 
 
-def _figure(width: float = 7.0, height: float = 4.2, dpi: int = 100) -> tuple[Figure, Axes]:
+def _figure(width: float = 7.0, height: float = 4.2, dpi: int = 220) -> tuple[Figure, Axes]:
+    """A figure ``width`` x ``height`` inches: at 220 dpi the charts are 1100-1800 px wide, text included."""
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def test_write_png_of_real_frame(kitti_sample: Path, tmp_path: Path) -> None:
     out = tmp_path / "bev.png"
     write_bev_png(frame, out, dpi=60)
     with Image.open(out) as image:
-        assert image.format == "PNG" and 400 < image.size[0] < 700
+        assert image.format == "PNG" and 700 < image.size[0] < 900
     fig = bev_figure(frame)
     car_outlines = [
         p
@@ -155,3 +156,16 @@ def test_render_command(kitti_sample: Path, tmp_path: Path) -> None:
     with Image.open(out) as image:
         pixels = np.asarray(image.convert("RGB"))
     assert pixels.std() > 5  # not a blank picture
+
+
+def test_bev_png_is_large_and_the_same_bytes_twice(tmp_path: Path) -> None:
+    frame = _frame([_label("Car", 0.0, 20.0, 0.3)])
+    det = dataclasses.replace(_label("Car", 0.4, 20.3, 0.35), score=0.87)
+    write_bev_png(frame, tmp_path / "a.png", detections=[det])
+    write_bev_png(frame, tmp_path / "b.png", detections=[det])
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    with Image.open(tmp_path / "a.png") as image:
+        assert 1500 <= image.size[0] <= 1700  # was 643 px at the plots stage's old 72 dpi
+        assert "Software" not in image.info
+    texts = [t for t in bev_figure(frame, detections=[det]).axes[0].texts if t.get_text() == "0.87"]
+    assert len(texts) == 1 and texts[0].get_fontsize() >= 9

@@ -4,6 +4,8 @@
 - ``val_ap.png``: the val AP logged during training (``train.eval_every``) against the step;
 - ``pr_<class>_<metric>.png``: the KITTI PR curves, easy / moderate / hard in one chart per class and metric;
 - ``bev_<frame>.png``: bird's-eye views of the first ``plots.bev_frames`` val frames, labels and detections.
+- ``view_<frame>.html``: interactive 3D pages (``pgnn view``'s, self-contained) of the first
+  ``plots.view_frames`` val frames: points, label and detection boxes (class and score on hover).
 
 ``dvc plots show`` puts them in its HTML page as ``<img>`` files, which need no network (its vega charts load
 vega from a CDN); ``dvc plots show plots/images`` makes a page of these alone.
@@ -15,7 +17,8 @@ import shutil
 from pathlib import Path
 
 from pgnn.config.params import PlotsConfig, ResolvedParams
-from pgnn.data.labels import read_labels
+from pgnn.data.frames import Frame
+from pgnn.data.labels import Label, read_labels
 from pgnn.data.prepare import PreparedFrames
 from pgnn.pipeline.stages import Layout
 from pgnn.viz.charts import (
@@ -26,10 +29,10 @@ from pgnn.viz.charts import (
     read_tsv_series,
     val_ap_chart,
 )
+from pgnn.viz.html import Boxes, view_figure, write_frame_html
 from pgnn.viz.render import write_bev_png
 
 LOSSES = ("total", "cls", "loc", "reg")
-BEV_DPI = 72
 
 
 def plots_step(
@@ -59,17 +62,32 @@ def plots_step(
         recall, precision = read_pr_csv(csv_path)
         title = f"{cls} {METRIC_TITLES.get(metric, metric)}: PR curves (val)"
         written.append(pr_chart(recall, precision, title, out_dir / f"pr_{cls}_{metric}.png"))
-    if cfg.bev_frames:
+    if cfg.bev_frames or cfg.view_frames:
         frames = PreparedFrames(prepared_dir, max_cached_shards=1)
-        for i in range(min(cfg.bev_frames, len(frames))):
+        for i in range(min(max(cfg.bev_frames, cfg.view_frames), len(frames))):
             frame = frames[i]
             pred = pred_dir / f"{frame.frame_id}.txt"
             dets = read_labels(pred, allow_score=True) if pred.exists() else []
-            path = out_dir / f"bev_{frame.frame_id}.png"
-            write_bev_png(frame, path, detections=dets, dpi=BEV_DPI)
-            written.append(path)
-    print(f"plots: {len(written)} PNG files in {out_dir}")
+            if i < cfg.bev_frames:
+                path = out_dir / f"bev_{frame.frame_id}.png"
+                write_bev_png(frame, path, detections=dets)
+                written.append(path)
+            if i < cfg.view_frames:
+                written.append(_write_view(frame, dets, out_dir / f"view_{frame.frame_id}.html"))
+    pages = sum(p.suffix == ".html" for p in written)
+    print(f"plots: {len(written) - pages} PNG files and {pages} HTML pages in {out_dir}")
     return written
+
+
+def _write_view(frame: Frame, detections: list[Label], path: Path) -> Path:
+    fig = view_figure(
+        frame.frame_id,
+        frame.points_rect,
+        intensity=frame.intensity,
+        labels=Boxes.from_labels(frame.labels),
+        detections=Boxes.from_labels(detections),
+    )
+    return write_frame_html(fig, path, div_id=f"pgnn-view-{frame.frame_id}")
 
 
 def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
