@@ -23,13 +23,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
 from pgnn.config.inference import NMS_OVERLAP, YAW_MERGE, PostprocessConfig, class_fold
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
+from pgnn.config.types import Seed
 from pgnn.core.errors import ParamsError, params_error
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_paste import GtSampleConfig
@@ -46,7 +47,7 @@ class Recipe(BaseModel):
     graph_name: str
     runtime_graph: GraphConfig
     runtime_graph_name: str
-    graph_seed: int = 0
+    graph_seed: Seed = 0
     targets: TargetsConfig
     model: ModelConfig
     train: TrainConfig
@@ -299,6 +300,9 @@ def resolve(params: Params) -> Recipe:
         raise params_error("params.yaml", e, _SECTION_OF.get(e.title, "")) from e
 
 
+_SEED = TypeAdapter(Seed)
+
+
 def _resolve(params: Params) -> Recipe:
     if params.preset not in PRESETS:
         raise ParamsError(
@@ -309,6 +313,10 @@ def _resolve(params: Params) -> Recipe:
     base = PRESETS[params.preset]
     graph_section = dict(params.graph)
     seed = graph_section.pop("seed", None)
+    try:
+        graph_seed = base.graph_seed if seed is None else _SEED.validate_python(seed)
+    except ValidationError as e:
+        raise params_error("params.yaml", e, "graph.seed") from e
     targets = _merge(base.targets, params.targets)
     # The network's input width and class count follow the features and label method unless set explicitly.
     implied = {
@@ -319,7 +327,7 @@ def _resolve(params: Params) -> Recipe:
     return base.model_copy(
         update={
             "graph": _merge(base.graph, graph_section),
-            "graph_seed": base.graph_seed if seed is None else int(seed),
+            "graph_seed": graph_seed,
             "targets": targets,
             "model": model,
             "train": _merge(base.train, params.train),
