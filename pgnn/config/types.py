@@ -70,12 +70,12 @@ SPLIT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 """An ``ImageSets/<name>.txt`` split name: a plain file name (letters, digits, ``_ . -``, not starting with a
 dot), so it cannot leave ImageSets (``../x``, ``/etc/x``, ``.``)."""
 
+SPLIT_NAME_RULE = "a split file name inside ImageSets/ (letters, digits, _ . -; no leading dot)"
+
 
 def _split_name(name: str) -> str:
     if not SPLIT_NAME.fullmatch(name):
-        raise ValueError(
-            "expected a split file name inside ImageSets/ (letters, digits, _ . -; no leading dot)"
-        )
+        raise ValueError(f"expected {SPLIT_NAME_RULE}")
     return name
 
 

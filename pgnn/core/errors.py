@@ -109,7 +109,9 @@ def params_error(path: str | Path, error: Any, prefix: str = "") -> ParamsError:
     elif kind == "missing":
         message = "expected a value, got none"
     else:
-        message = f"{first.get('msg', 'invalid value')}, got {first.get('input')!r}"
+        message = (
+            f"{first.get('msg', 'invalid value').removeprefix('Value error, ')}, got {first.get('input')!r}"
+        )
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
     return ParamsError(path, message, key=key)
