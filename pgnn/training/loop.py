@@ -93,8 +93,8 @@ def train(
     if per_epoch == 0:  # the user's to fix in params.yaml: one line, no traceback
         raise ParamsError(
             "params.yaml",
-            f"expected at most the train split's {num_records} training frames per step, got batch_size "
-            f"{train_cfg.batch_size} x accumulation_steps {train_cfg.accumulation_steps}",
+            f"expected batch_size x accumulation_steps <= {num_records} (the train split's training frames), "
+            f"got {train_cfg.batch_size} x {train_cfg.accumulation_steps}",
             key="train.batch_size",
         )
     last_step = total_steps(num_records, train_cfg)
