@@ -2,12 +2,14 @@
 
 PyYAML keeps the last of two equal keys of a mapping, so a section written twice in ``params.yaml`` loses
 the first one without a word. :class:`UniqueKeyLoader` makes it an error naming both lines; merge keys
-(``<<: *defaults``) still override as YAML says. :func:`read_yaml` turns every problem into a
-:class:`pgnn.core.errors.DataError` naming the file and the line.
+(``<<: *defaults``) still override as YAML says. It also reads ``1e-3`` as a number, as YAML 1.2 and DVC do
+(PyYAML's YAML 1.1 reads it as a string, which the strict params types refuse). :func:`read_yaml` turns every
+problem into a :class:`pgnn.core.errors.DataError` naming the file and the line.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,8 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that raises a ``ConstructorError`` on a key written twice in one mapping."""
+    """``yaml.SafeLoader`` that raises a ``ConstructorError`` on a key written twice in one mapping, and reads
+    ``1e-3`` as the number YAML 1.2 (and DVC) reads (PyYAML's YAML 1.1 wants ``1.0e-3``: a string)."""
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
@@ -42,6 +45,13 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 )
             first_line[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def parse_yaml(text: str, path: str | Path) -> Any:

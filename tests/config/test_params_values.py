@@ -306,3 +306,9 @@ def test_the_params_stage_reports_a_bad_value_in_one_line(tmp_path: Path, case: 
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert lines[0].startswith(f"stages/params.py: error: {message.format(root=tmp_path)}"), lines[0]
     assert not (tmp_path / "params.resolved.yaml").exists()
+
+
+def test_an_exponent_learning_rate_is_a_number(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  initial_lr: 1e-3\n")
+    assert resolve_params(load_params(path)).train.initial_lr == 0.001

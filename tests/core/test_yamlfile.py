@@ -57,3 +57,19 @@ def test_bad_yaml_and_unreadable_files_name_the_file(tmp_path: Path) -> None:
         read_yaml(path)
     path.write_text("")
     assert read_yaml(path) is None
+
+
+def test_exponent_floats_are_numbers_as_in_yaml_1_2() -> None:
+    """``initial_lr: 1e-3`` is a number for DVC (YAML 1.2) and for pgnn; PyYAML alone reads a string."""
+    text = "a: 1e-3\nb: 1.5e3\nc: -2E+4\nd: 1_000\ne: 7\nf: e5\ng: '1e-3'\n"
+    assert yaml.safe_load(text)["a"] == "1e-3"
+    assert parse_yaml(text, "p.yaml") == {
+        "a": 0.001,
+        "b": 1500.0,
+        "c": -20000.0,
+        "d": 1000,
+        "e": 7,
+        "f": "e5",
+        "g": "1e-3",
+    }
+    assert type(parse_yaml("x: 7\n", "p.yaml")["x"]) is int
