@@ -30,7 +30,7 @@ from pgnn.config.inference import NMS_OVERLAP, YAW_MERGE, PostprocessConfig, cla
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
-from pgnn.config.types import Seed
+from pgnn.config.types import Flag, Seed
 from pgnn.core.errors import ParamsError, params_error
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_paste import GtSampleConfig
@@ -223,6 +223,17 @@ def _merge(cfg: BaseModel, section: Mapping[str, Any]) -> Any:
     return type(cfg).model_validate({**cfg.model_dump(), **upd})
 
 
+_ENABLED = TypeAdapter(Flag | None)
+
+
+def _enabled(section: Mapping[str, Any], key: str) -> bool | None:
+    """A section's ``enabled``: true, false or null (a ParamsError naming ``<key>.enabled`` otherwise)."""
+    try:
+        return _ENABLED.validate_python(section.get("enabled"))
+    except ValidationError as e:
+        raise params_error("params.yaml", e, f"{key}.enabled") from e
+
+
 def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
     """The preset's augmentation with params.yaml's ``augment`` section (``enabled``, ``steps``) applied.
 
@@ -234,7 +245,7 @@ def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
         raise ParamsError(
             "params.yaml", f"unknown keys {unknown}; expected 'enabled' and 'steps'", key="augment"
         )
-    enabled, steps = section.get("enabled"), section.get("steps")
+    enabled, steps = _enabled(section, "augment"), section.get("steps")
     if enabled is False:
         return AugmentConfig()
     if steps is not None:
@@ -249,7 +260,8 @@ def _gt_sampling(base: GtSampleConfig | None, section: Mapping[str, Any]) -> GtS
     (null: the preset's choice) and any :class:`pgnn.data.gt_paste.GtSampleConfig` keys (null: the
     default)."""
     settings = dict(section)
-    enabled = settings.pop("enabled", None)
+    enabled = _enabled(settings, "gt_sampling")
+    settings.pop("enabled", None)
     start = base if base is not None else GtSampleConfig()
     merged = _merge(start, settings)  # validated even when off: a misspelt key is an error
     if enabled is False or (enabled is None and base is None):

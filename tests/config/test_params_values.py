@@ -312,3 +312,13 @@ def test_an_exponent_learning_rate_is_a_number(tmp_path: Path) -> None:
     path = tmp_path / "params.yaml"
     path.write_text("train:\n  initial_lr: 1e-3\n")
     assert resolve_params(load_params(path)).train.initial_lr == 0.001
+
+
+@pytest.mark.parametrize("section", ["augment", "gt_sampling"])
+def test_enabled_is_true_false_or_null(tmp_path: Path, section: str) -> None:
+    """``enabled: "false"`` used to be truthy: it turned the section on."""
+    for bad in ("false", 1, "no"):
+        with pytest.raises(ParamsError) as info:
+            _load(tmp_path, {section: {"enabled": bad}})
+        assert info.value.key == f"{section}.enabled" and f"got {bad!r}" in str(info.value)
+    assert _load(tmp_path, {section: {"enabled": False}}).gt_sampling is None
