@@ -305,7 +305,7 @@ def test_the_params_stage_reports_a_bad_value_in_one_line(tmp_path: Path, case: 
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert lines[0].startswith(f"stages/params.py: error: {message.format(root=tmp_path)}"), lines[0]
-    assert not (tmp_path / "params.resolved.yaml").exists()
+    assert not (tmp_path / "params.resolved.yaml").exists() and (tmp_path / "params.yaml").read_text() == text
 
 
 def test_an_exponent_learning_rate_is_a_number(tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ def test_pgnn_predict_refuses_a_nan_checkpoint_in_one_line(
 ) -> None:
     path = tmp_path / "bad.pt"
     name = _poisoned(path, float("nan"))
+    before = path.read_bytes()
     out = tmp_path / "out"
     args = ["predict", "--checkpoint", str(path), "--out", str(out), "--bin", "x.bin", "--calib", "c.txt"]
     assert cli_main(args) == 1
@@ -122,4 +123,4 @@ def test_pgnn_predict_refuses_a_nan_checkpoint_in_one_line(
     assert len(err) == 1 and err[0].startswith(
         f"pgnn predict: error: {path}: expected finite weights, got 1 "
     )
-    assert err[0].endswith(f"in {name!r}") and not out.exists()
+    assert err[0].endswith(f"in {name!r}") and not out.exists() and path.read_bytes() == before
