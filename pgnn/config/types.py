@@ -5,8 +5,8 @@ pydantic's lax mode reads ``true`` as the integer 1 (and ``"600"`` as 600, ``.in
 a bool is never an int or a float, a string never a number); an int is still a fine float. They are scalar
 types only, so a tuple field of them (``tuple[Int, ...]``) still takes the list YAML writes.
 
-Each count's upper bound is far above anything a run on one machine needs and far below an overflow or an
-ETA of centuries: a value beyond it is a typo (``10**30`` steps), refused with the key's name.
+Each count's upper bound (its reason in its comment) is far above anything a run on one machine needs: a
+value beyond it is a typo (``10**30`` steps, an ETA of 10^19 hours), refused with the key's name.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ MAX_WORKERS = 1024
 """Processes: more than the cores of any one machine that runs pgnn."""
 
 MAX_SHARD_FRAMES = 10**4
-"""Frames per shard: a shard of 10^4 graph frames is already about 6 GB (0.65 MB a frame)."""
+"""Frames per shard: a shard of 10^4 graph frames is already about 6.5 GB (a train-config frame: 646 KB)."""
 
 MAX_KEPT = 10**4
 """Checkpoints kept per run (the original kept 3)."""
