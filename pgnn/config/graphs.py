@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pgnn.config.types import MAX_POINTS, Flag, Int, Real
+
 # ----------------------------------------------------------------------------------------------------------
 # Configs
 
@@ -25,13 +27,13 @@ class GraphLevelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    graph_scale: float = Field(gt=0)
-    radius: float = Field(gt=0)
-    num_neighbors: int = -1
+    graph_scale: Real = Field(gt=0)
+    radius: Real = Field(gt=0)
+    num_neighbors: Int = Field(-1, ge=-1, le=MAX_POINTS)
 
     @model_validator(mode="after")
     def _check_cap(self) -> GraphLevelConfig:
-        if self.num_neighbors == 0 or self.num_neighbors < -1:
+        if self.num_neighbors == 0:
             raise ValueError(f"num_neighbors must be -1 (all) or positive, got {self.num_neighbors}")
         return self
 
@@ -44,9 +46,9 @@ class GraphConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    base_voxel_size: float = Field(gt=0)
+    base_voxel_size: Real = Field(gt=0)
     downsample_method: Literal["random", "center"] = "center"
-    add_rnd3d: bool = False
+    add_rnd3d: Flag = False
     levels: tuple[GraphLevelConfig, ...] = Field(min_length=1)
 
 
@@ -93,4 +95,4 @@ class TargetsConfig(BaseModel):
     label_method: Literal["Car", "Pedestrian_and_Cyclist", "yaw", "Car_heading"] = "Car"
     encoding: str = "classaware_all_class_box_encoding"
     input_features: Literal["irgb", "rgb", "0rgb", "0000", "i000", "i", "0", "is"] = "i"
-    expend_factor: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    expend_factor: tuple[Real, Real, Real] = (1.0, 1.0, 1.0)

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pgnn.config.types import Flag, Int, Real
+
 NmsName = Literal["plain", "merge_only", "score_only", "merge_score"]
 YawMerge = Literal["median", "circular"]
 
@@ -23,19 +25,19 @@ class PostprocessConfig(BaseModel):
     ignore_class_names: tuple[str, ...] = Field(
         default=("Background", "DontCare"), description="classes that never become detections"
     )
-    class_fold: dict[int, int] = Field(
+    class_fold: dict[int, Int] = Field(
         default={2: 1}, description="class index -> class index it is reported as (the vertical-yaw classes)"
     )
-    score_threshold: float = Field(default=0.25, ge=0.0, lt=1.0, description="candidates need prob > this")
+    score_threshold: Real = Field(default=0.25, ge=0.0, lt=1.0, description="candidates need prob > this")
     nms: NmsName = Field(default="merge_score", description="NMS variant, a key of NMS_FUNCTIONS")
-    overlap_threshold: float = Field(default=0.01, ge=0.0, le=1.0, description="3D IoU > this is removed")
+    overlap_threshold: Real = Field(default=0.01, ge=0.0, le=1.0, description="3D IoU > this is removed")
     yaw_merge: YawMerge = Field(
         default="median",
         description="how box merging takes a cluster's yaw: median (the original's: like any coordinate) or "
         "circular (the median of each yaw's difference to the survivor's, wrapped into [-pi, pi))",
     )
-    max_truncation: float = Field(default=0.4, ge=0.0, le=1.0, description="drop boxes truncated more")
-    occlusion_rescore: bool = Field(default=True, description="score *= 1 + occlusion ratio")
+    max_truncation: Real = Field(default=0.4, ge=0.0, le=1.0, description="drop boxes truncated more")
+    occlusion_rescore: Flag = Field(default=True, description="score *= 1 + occlusion ratio")
 
     @model_validator(mode="after")
     def _check_fold(self) -> PostprocessConfig:

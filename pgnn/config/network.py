@@ -14,10 +14,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pgnn.config.types import Flag, Real, Width
+
 ActivationName = Literal["relu", "relu6", "leaky_relu", "elu", "sigmoid", "tanh"]
 InitName = Literal["xavier_uniform", "kaiming_uniform", "torch_default"]
 
-Widths = tuple[int, ...]
+Widths = tuple[Width, ...]
 
 
 class GNNLayerConfig(BaseModel):
@@ -30,7 +32,7 @@ class GNNLayerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    auto_offset: bool = True
+    auto_offset: Flag = True
     offset_mlp: Widths = (64, 3)
     edge_mlp: Widths = (300, 300)
     update_mlp: Widths = (300, 300)
@@ -49,9 +51,9 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    num_classes: int = Field(4, ge=1)
-    box_encoding_len: int = Field(7, ge=1)
-    input_dim: int = Field(1, ge=1)
+    num_classes: Width = 4
+    box_encoding_len: Width = 7
+    input_dim: Width = 1
     point_mlp: Widths = (32, 64, 128, 300)
     set_mlp: Widths = (300, 300)
     gnn_layers: tuple[GNNLayerConfig, ...] = (GNNLayerConfig(),)
@@ -72,11 +74,6 @@ class ModelConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_widths(self) -> ModelConfig:
-        widths = [self.point_mlp, self.set_mlp, self.cls_hidden, self.loc_hidden]
-        for layer in self.gnn_layers:
-            widths += [layer.offset_mlp, layer.edge_mlp, layer.update_mlp]
-        if any(w < 1 for ws in widths for w in ws):
-            raise ValueError("every MLP width must be >= 1")
         if not self.point_mlp:
             raise ValueError("point_mlp needs at least one layer")
         for t, layer in enumerate(self.gnn_layers):
@@ -157,19 +154,19 @@ class LossConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cls_loss_type: ClsLossType = "softmax"
-    cls_loss_weight: float = Field(0.1, ge=0.0)
+    cls_loss_weight: Real = Field(0.1, ge=0.0)
     loc_loss_type: LocLossType = "huber_loss"
-    loc_loss_weight: float = Field(10.0, ge=0.0)
-    huber_delta: float = Field(1.0, gt=0.0)
-    focal_alpha: float = Field(0.5, ge=0.0, le=1.0)
+    loc_loss_weight: Real = Field(10.0, ge=0.0)
+    huber_delta: Real = Field(1.0, gt=0.0)
+    focal_alpha: Real = Field(0.5, ge=0.0, le=1.0)
     """Weight of the positive term in ``focal_sigmoid`` (the original's default 0.5)."""
-    focal_gamma: float = Field(2.0, ge=0.0)
-    top_k_ratio: float = Field(0.25, gt=0.0, le=1.0)
+    focal_gamma: Real = Field(2.0, ge=0.0)
+    top_k_ratio: Real = Field(0.25, gt=0.0, le=1.0)
     """Fraction of each frame's vertices kept by the hardest-k losses."""
-    classwise_loc_loss_weight: tuple[float, ...] | None = None
+    classwise_loc_loss_weight: tuple[Real, ...] | None = None
     """Optional per-class factor on the localisation loss (the original's ``loc_loss_kwargs`` entry)."""
     regularizer_type: RegularizerType | None = "l1"
-    regularizer_kwargs: dict[str, float] = Field(default_factory=lambda: {"scale": 5e-7})
+    regularizer_kwargs: dict[str, Real] = Field(default_factory=lambda: {"scale": 5e-7})
     """``l1``/``l2``: ``scale``; ``l1_l2``: ``scale_l1``, ``scale_l2`` (slim's regulariser arguments)."""
 
     @model_validator(mode="after")

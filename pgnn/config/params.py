@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pgnn.config.types import MAX_FRAMES, MAX_SHARD_FRAMES, Flag, Int, Real, Seed, SplitName, Workers
 from pgnn.core.errors import DataError, ParamsError, params_error
+from pgnn.core.yamlfile import parse_yaml, read_yaml
 
 
 class _Strict(BaseModel):
@@ -28,11 +29,12 @@ class DataConfig(_Strict):
     """Where the frames come from and how they are sharded."""
 
     root: str = "data/synthetic"
-    painted: bool = False
-    train_split: str = "train"
-    val_split: str = "val"
-    frames_per_shard: int = Field(8, ge=1)
-    workers: int = Field(2, ge=1)
+    painted: Flag = False
+    train_split: SplitName = "train"
+    """``ImageSets/<train_split>.txt`` (a plain file name: it cannot leave ImageSets)."""
+    val_split: SplitName = "val"
+    frames_per_shard: Int = Field(8, ge=1, le=MAX_SHARD_FRAMES)
+    workers: Workers = 2
 
     def split_name(self, which: str) -> str:
         """The ImageSets name of the logical split ``which`` ("train" or "val")."""
@@ -45,9 +47,9 @@ class DataConfig(_Strict):
 class SyntheticConfig(_Strict):
     """The built-in synthetic KITTI dataset."""
 
-    frames: int = Field(48, ge=2)
-    seed: int = 0
-    val_fraction: float = Field(0.5, gt=0.0, lt=1.0)
+    frames: Int = Field(48, ge=2, le=MAX_FRAMES)
+    seed: Seed = 0
+    val_fraction: Real = Field(0.5, gt=0.0, lt=1.0)
 
 
 class EvalConfig(_Strict):
@@ -59,7 +61,7 @@ class EvalConfig(_Strict):
 class PlotsConfig(_Strict):
     """The ``plots`` stage's pictures (PNG image plots under ``plots/images``)."""
 
-    bev_frames: int = Field(3, ge=0, le=24)
+    bev_frames: Int = Field(3, ge=0, le=24)
     """Bird's-eye views of this many val frames (the first, by id) with the labels and the detections."""
     view_frames: int = Field(2, ge=0, le=24)
     """Interactive 3D pages (``view_<id>.html``, ``pgnn view``'s) of this many val frames, the first by id."""
@@ -83,16 +85,20 @@ class Params(_Strict):
     plots: PlotsConfig = PlotsConfig()
 
 
+def _read_mapping(path: Path) -> dict[str, Any]:
+    """The top-level mapping of a params file (:func:`pgnn.core.yamlfile.read_yaml`: safe, no key twice)."""
+    raw = read_yaml(path)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise DataError(path, f"expected a mapping of sections, got a {type(raw).__name__}")
+    return raw
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate ``params.yaml`` (``yaml.safe_load``)."""
+    """Read and validate ``params.yaml``: a key or section written twice is an error naming its line."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except OSError as e:
-        raise DataError(path, f"cannot read params: {e}") from e
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise DataError(path, f"expected valid YAML: {e}", line=None if line is None else line + 1) from e
+    raw = _read_mapping(path)
     try:
         return Params.model_validate(raw)
     except ValidationError as e:
@@ -102,12 +108,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 def params_digest(path: str | Path = "params.yaml") -> str:
     """sha256 of the *values* of a params file (comments and layout do not count): what
     ``params.resolved.yaml`` records as its source."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise DataError(path, f"cannot read params: {e}") from e
-    return values_digest(raw)
+    return values_digest(_read_mapping(Path(path)))
 
 
 def values_digest(values: Any) -> str:
@@ -151,7 +152,7 @@ class ResolvedParams:
             digest = params_digest(params_path)
             if f"{RESOLVED_SOURCE}{digest}" not in text:
                 raise DataError(path, f"was not resolved from the current {Path(params_path).name}: {hint}")
-        return cls(yaml.safe_load(text) or {}, path)
+        return cls(parse_yaml(text, path) or {}, path)
 
     def _validate(self, key: str, model: type[M], raw: Any) -> M:
         try:

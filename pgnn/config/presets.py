@@ -23,13 +23,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
 from pgnn.config.inference import NMS_OVERLAP, YAW_MERGE, PostprocessConfig, class_fold
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
+from pgnn.config.types import Flag, Seed
 from pgnn.core.errors import ParamsError, params_error
 from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.gt_paste import GtSampleConfig
@@ -46,7 +47,7 @@ class Recipe(BaseModel):
     graph_name: str
     runtime_graph: GraphConfig
     runtime_graph_name: str
-    graph_seed: int = 0
+    graph_seed: Seed = 0
     targets: TargetsConfig
     model: ModelConfig
     train: TrainConfig
@@ -222,6 +223,17 @@ def _merge(cfg: BaseModel, section: Mapping[str, Any]) -> Any:
     return type(cfg).model_validate({**cfg.model_dump(), **upd})
 
 
+_ENABLED = TypeAdapter(Flag | None)
+
+
+def _enabled(section: Mapping[str, Any], key: str) -> bool | None:
+    """A section's ``enabled``: true, false or null (a ParamsError naming ``<key>.enabled`` otherwise)."""
+    try:
+        return _ENABLED.validate_python(section.get("enabled"))
+    except ValidationError as e:
+        raise params_error("params.yaml", e, f"{key}.enabled") from e
+
+
 def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
     """The preset's augmentation with params.yaml's ``augment`` section (``enabled``, ``steps``) applied.
 
@@ -233,7 +245,7 @@ def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
         raise ParamsError(
             "params.yaml", f"unknown keys {unknown}; expected 'enabled' and 'steps'", key="augment"
         )
-    enabled, steps = section.get("enabled"), section.get("steps")
+    enabled, steps = _enabled(section, "augment"), section.get("steps")
     if enabled is False:
         return AugmentConfig()
     if steps is not None:
@@ -248,7 +260,8 @@ def _gt_sampling(base: GtSampleConfig | None, section: Mapping[str, Any]) -> GtS
     (null: the preset's choice) and any :class:`pgnn.data.gt_paste.GtSampleConfig` keys (null: the
     default)."""
     settings = dict(section)
-    enabled = settings.pop("enabled", None)
+    enabled = _enabled(settings, "gt_sampling")
+    settings.pop("enabled", None)
     start = base if base is not None else GtSampleConfig()
     merged = _merge(start, settings)  # validated even when off: a misspelt key is an error
     if enabled is False or (enabled is None and base is None):
@@ -299,6 +312,9 @@ def resolve(params: Params) -> Recipe:
         raise params_error("params.yaml", e, _SECTION_OF.get(e.title, "")) from e
 
 
+_SEED = TypeAdapter(Seed)
+
+
 def _resolve(params: Params) -> Recipe:
     if params.preset not in PRESETS:
         raise ParamsError(
@@ -309,6 +325,10 @@ def _resolve(params: Params) -> Recipe:
     base = PRESETS[params.preset]
     graph_section = dict(params.graph)
     seed = graph_section.pop("seed", None)
+    try:
+        graph_seed = base.graph_seed if seed is None else _SEED.validate_python(seed)
+    except ValidationError as e:
+        raise params_error("params.yaml", e, "graph.seed") from e
     targets = _merge(base.targets, params.targets)
     # The network's input width and class count follow the features and label method unless set explicitly.
     implied = {
@@ -319,7 +339,7 @@ def _resolve(params: Params) -> Recipe:
     return base.model_copy(
         update={
             "graph": _merge(base.graph, graph_section),
-            "graph_seed": base.graph_seed if seed is None else int(seed),
+            "graph_seed": graph_seed,
             "targets": targets,
             "model": model,
             "train": _merge(base.train, params.train),

@@ -6,9 +6,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pgnn.config.types import (
+    MAX_BATCH,
+    MAX_FRAMES,
+    MAX_KEPT,
+    MAX_WORKERS,
+    BatchSize,
+    Epochs,
+    Flag,
+    Int,
+    Real,
+    Seed,
+    Steps,
+)
 
 OptimizerName = Literal["sgd", "momentum", "rmsprop", "adam"]
 
@@ -24,25 +38,25 @@ class SgdKwargs(_Kwargs):
 class MomentumKwargs(_Kwargs):
     """``momentum``: TF's arguments; the default momentum 0.9 is the original train.py's."""
 
-    momentum: float = Field(0.9, ge=0.0)
-    use_nesterov: bool = False
+    momentum: Real = Field(0.9, ge=0.0)
+    use_nesterov: Flag = False
 
 
 class RMSPropKwargs(_Kwargs):
     """``rmsprop``: TF's arguments; the defaults are the original train.py's (not TF's 0.9 / 0 / 1e-10)."""
 
-    decay: float = Field(0.9, ge=0.0, le=1.0)
-    momentum: float = Field(0.9, ge=0.0)
-    epsilon: float = Field(1.0, ge=0.0)
-    centered: bool = False
+    decay: Real = Field(0.9, ge=0.0, le=1.0)
+    momentum: Real = Field(0.9, ge=0.0)
+    epsilon: Real = Field(1.0, ge=0.0)
+    centered: Flag = False
 
 
 class AdamKwargs(_Kwargs):
     """``adam``: TF's arguments and defaults (the original passes none)."""
 
-    beta1: float = Field(0.9, ge=0.0, lt=1.0)
-    beta2: float = Field(0.999, ge=0.0, lt=1.0)
-    epsilon: float = Field(1e-8, ge=0.0)
+    beta1: Real = Field(0.9, ge=0.0, lt=1.0)
+    beta2: Real = Field(0.999, ge=0.0, lt=1.0)
+    epsilon: Real = Field(1e-8, ge=0.0)
 
 
 OPTIMIZER_KWARGS: Mapping[str, type[_Kwargs]] = {
@@ -108,42 +122,42 @@ class TrainConfig(BaseModel):
     """TF1's keyword arguments over the original's defaults (:data:`ORIGINAL_DEFAULT_KWARGS`):
     momentum: ``momentum``, ``use_nesterov``; rmsprop: ``decay``, ``momentum``, ``epsilon``, ``centered``;
     adam: ``beta1``, ``beta2``, ``epsilon``. The update rules are TF1's (:mod:`pgnn.training.tf1_optim`)."""
-    initial_lr: float = Field(0.125, gt=0.0)
-    decay_step: int = Field(400_000, ge=1)
-    decay_factor: float = Field(0.1, gt=0.0)
-    staircase: bool = True
-    batch_size: int = Field(4, ge=1)
+    initial_lr: Real = Field(0.125, gt=0.0)
+    decay_step: Steps = 400_000
+    decay_factor: Real = Field(0.1, gt=0.0)
+    staircase: Flag = True
+    batch_size: BatchSize = 4
     """Frames per micro-batch over all ranks (each rank gets batch_size / world_size)."""
-    accumulation_steps: int = Field(1, ge=1)
+    accumulation_steps: Int = Field(1, ge=1, le=MAX_BATCH)
     """Micro-batches whose gradients make one optimiser step (the original's pseudo-batch)."""
-    max_steps: int | None = Field(1_400_000, ge=1)
-    max_epoch: int | None = Field(1718, ge=1)
-    checkpoint_every: int = Field(1000, ge=1)
+    max_steps: Steps | None = 1_400_000
+    max_epoch: Epochs | None = 1718
+    checkpoint_every: Steps = 1000
     """Save a checkpoint every this many steps (and at the end)."""
-    save_every_epoch: int | None = Field(None, ge=1)
+    save_every_epoch: Epochs | None = None
     """Also save at the end of every this many epochs (the original's ``save_every_epoch``)."""
-    keep_last: int = Field(3, ge=1)
+    keep_last: Int = Field(3, ge=1, le=MAX_KEPT)
     """Checkpoints kept per run (older ones of the same run are deleted; other runs are never touched)."""
-    seed: int = 0
+    seed: Seed = 0
     train_dataset: str | None = None
     """The original's split file the recipe trained on (e.g. ``train_car.txt``), recorded with the recipe;
     pgnn reads ``data.train_split`` and, with ``class_filter``, keeps the frames the original's file lists."""
-    class_filter: bool = True
+    class_filter: Flag = True
     """Train only on frames with at least one object of the label method's classes (the original's
     ``train_car.txt`` / ``train_pedestrian_cyclist.txt``); False: every frame of the split."""
-    resample_graph: bool = True
+    resample_graph: Flag = True
     """Draw a new random graph (keypoints, neighbour caps) for every frame in every epoch, seeded by (seed,
     epoch, frame), as the original's data provider does; False: train on the cached graph of each frame."""
-    clip_grad_norm: float | None = Field(None, gt=0.0)
+    clip_grad_norm: Real | None = Field(None, gt=0.0)
     """Clip the global gradient norm to this before each update; None (the original's choice): no clipping."""
-    num_workers: int | Literal["auto"] = "auto"
+    num_workers: Annotated[Int, Field(ge=0, le=MAX_WORKERS)] | Literal["auto"] = "auto"
     """Data-loading processes; "auto": 2 when samples are rebuilt every epoch (augmentation, resampling or
     ground-truth sampling), else 0 (reading the cached graphs is cheap)."""
-    log_every: int = Field(100, ge=1)
-    eval_every: int | None = Field(None, ge=1)
+    log_every: Steps = 100
+    eval_every: Steps | None = None
     """Every this many steps, the official KITTI AP on ``eval_frames`` frames of the val split (logged as
     ``val/...`` next to the losses); None: no validation during training."""
-    eval_frames: int = Field(32, ge=1)
+    eval_frames: Int = Field(32, ge=1, le=MAX_FRAMES)
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")
@@ -151,6 +165,4 @@ class TrainConfig(BaseModel):
         if self.max_steps is None and self.max_epoch is None:
             raise ValueError("set max_steps, max_epoch or both")
         optimizer_kwargs(self.optimizer, self.optimizer_kwargs)  # a ValueError naming a bad key
-        if isinstance(self.num_workers, int) and self.num_workers < 0:
-            raise ValueError(f"num_workers: expected >= 0 or 'auto', got {self.num_workers}")
         return self

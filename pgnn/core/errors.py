@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,25 +94,40 @@ class WriteError(PgnnError, OSError):
         return {"errno": self.errno}
 
 
+_KEY_PART = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _location(loc: Any) -> str:
+    """A pydantic error location as a params key: ``("levels", 0, "radius")`` -> ``levels.0.radius``, without
+    the tags pydantic adds for the alternatives of a union (``constrained-int``, ``literal['auto']``)."""
+    return ".".join(str(p) for p in loc if isinstance(p, int) or _KEY_PART.fullmatch(str(p)))
+
+
 def params_error(path: str | Path, error: Any, prefix: str = "") -> ParamsError:
     """A :class:`ParamsError` for the first problem of a pydantic ``ValidationError`` (one line).
 
     ``prefix`` is the params section the validated dict came from (``train``); the key is
-    ``<prefix>.<field location>``.
+    ``<prefix>.<field location>``. The problems of a union's alternatives (``num_workers``: an int or
+    ``"auto"``) are one problem: ``expected A or B``.
     """
     problems = error.errors()
     first = problems[0] if problems else {"loc": (), "msg": str(error), "input": None}
-    loc = ".".join(str(p) for p in first.get("loc", ()))
+    loc = _location(first.get("loc", ()))
     key = ".".join(p for p in (prefix, loc) if p)
+    same = [p for p in problems if _location(p.get("loc", ())) == loc] or [first]
     kind = first.get("type", "")
     if kind == "extra_forbidden":
         message = "unknown key (not a setting of this section)"
     elif kind == "missing":
         message = "expected a value, got none"
     else:
-        message = f"{first.get('msg', 'invalid value')}, got {first.get('input')!r}"
-    if len(problems) > 1:
-        message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+        alternatives = dict.fromkeys(
+            p.get("msg", "invalid value").removeprefix("Value error, ") for p in same
+        )
+        message = f"{' or '.join(alternatives)}, got {first.get('input')!r}"
+    others = len(problems) - len(same)
+    if others > 0:
+        message += f" (and {others} more problem{'s' if others > 1 else ''})"
     return ParamsError(path, message, key=key)
 
 

@@ -26,8 +26,11 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+
+from pgnn.core.errors import DataError
 from pgnn.core.io import sha256_file, sha256_files, write_json_atomic
 from pgnn.core.progress import Progress
 
@@ -87,13 +90,67 @@ class ShardPlan:
     warm: Callable[[], None] | None = None
 
 
-def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
-    """The manifest of ``out_dir``, or None if absent or unreadable (then everything is rebuilt)."""
+def _plain_name(name: str) -> str:
+    if name in ("", ".", "..") or Path(name).name != name:
+        raise ValueError("expected a file name inside the folder")
+    return name
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class _EntryShape(_Shape):
+    """What the readers take from a shard entry (:func:`shard_entry` writes all four)."""
+
+    file: Annotated[str, AfterValidator(_plain_name)]
+    frames: list[str]
+    key: str | None = None
+    sha256: str | None = None
+
+
+class _ManifestShape(_Shape):
+    """The shape a manifest must have to be read (JSON of any other shape is treated as corrupt)."""
+
+    kind: str | None = None
+    params: dict[str, Any] | None = None
+    code_version: str | None = None
+    shards: list[_EntryShape]
+
+
+def _load_manifest(out_dir: str | Path) -> tuple[dict[str, Any] | None, str]:
+    """``(manifest, "")``, or ``(None, what is wrong with it)``."""
     path = Path(out_dir) / MANIFEST
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, "no such file"
+    except OSError as e:
+        return None, f"an unreadable file ({e.strerror or e})"
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        return None, f"invalid JSON ({e})"
+    try:
+        _ManifestShape.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".")
+        return None, f"JSON of the wrong shape ({where or 'top level'}: {first['msg']})"
+    return data, ""
+
+
+def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
+    """The manifest of ``out_dir``, or None if absent, unreadable or of the wrong shape (not an object with a
+    ``shards`` list of ``{file, frames[, key, sha256]}``): then everything is rebuilt."""
+    return _load_manifest(out_dir)[0]
+
+
+def require_manifest(out_dir: str | Path, expected: str) -> dict[str, Any]:
+    """The manifest of ``out_dir`` for a reader: a DataError naming ``manifest.json`` when it is absent,
+    unreadable or of the wrong shape (``expected`` says what the folder should be)."""
+    manifest, problem = _load_manifest(out_dir)
+    if manifest is None:
+        raise DataError(Path(out_dir) / MANIFEST, f"expected {expected}, got {problem}")
+    return manifest
 
 
 def manifest_entries(out_dir: str | Path) -> dict[str, dict[str, Any]]:

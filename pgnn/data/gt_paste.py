@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import BaseModel, ConfigDict, Field
 
+from pgnn.config.types import MAX_POINTS, MAX_TRIES, Flag, Int, Real
 from pgnn.core.boxes import expand_boxes, iou_bev, points_in_boxes
 from pgnn.data.gt_db import GtDatabase
 from pgnn.data.points import DONT_CARE, PointSet, rotation_y, wrap_angle
@@ -75,26 +76,26 @@ class GtSampleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    sample_counts: dict[str, NonNegativeInt] = Field(
+    sample_counts: dict[str, Annotated[Int, Field(ge=0, le=MAX_TRIES)]] = Field(
         default_factory=lambda: {"Car": 2, "Pedestrian": 10, "Cyclist": 10}
     )
     count_mode: Literal["add", "fill_to"] = "add"
-    difficulties: tuple[int, ...] | None = None
+    difficulties: tuple[Annotated[Int, Field(ge=-1, le=2)], ...] | None = None
     overlap_mode: Literal["box", "point", "box_and_point"] = "box_and_point"
-    max_overlap_iou: float = Field(0.0, ge=0.0, le=1.0)
-    max_scene_points: int = Field(0, ge=0)
-    ground_clearance: float = Field(0.2, ge=0.0)
-    max_pasted_points_in_boxes: int = Field(0, ge=0)
-    max_tries: int = Field(100, ge=1)
+    max_overlap_iou: Real = Field(0.0, ge=0.0, le=1.0)
+    max_scene_points: Int = Field(0, ge=0, le=MAX_POINTS)
+    ground_clearance: Real = Field(0.2, ge=0.0)
+    max_pasted_points_in_boxes: Int = Field(0, ge=0, le=MAX_POINTS)
+    max_tries: Int = Field(100, ge=1, le=MAX_TRIES)
     yaw_distribution: Literal["normal", "uniform"] = "normal"
-    yaw_std: float = Field(math.pi / 16, ge=0.0)
+    yaw_std: Real = Field(math.pi / 16, ge=0.0)
     rotation_center: Literal["origin", "box"] = "origin"
-    snap_to_ground: bool = True
-    ground_footprint_scale: float = Field(1.1, gt=0.0)
-    ground_top_k: int = Field(5, ge=1)
-    min_ground_points: int = Field(3, ge=1)
-    require_ground: bool = True
-    max_ground_shift: float | None = Field(0.5, ge=0.0)
+    snap_to_ground: Flag = True
+    ground_footprint_scale: Real = Field(1.1, gt=0.0)
+    ground_top_k: Int = Field(5, ge=1, le=MAX_POINTS)
+    min_ground_points: Int = Field(3, ge=1, le=MAX_POINTS)
+    require_ground: Flag = True
+    max_ground_shift: Real | None = Field(0.5, ge=0.0)
 
 
 def estimate_ground_y(

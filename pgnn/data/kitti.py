@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from pgnn.config.types import SPLIT_NAME, SPLIT_NAME_RULE
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_path, write_text_atomic
 
@@ -335,8 +336,11 @@ def frame_ids(root: str | Path, split: str, painted: bool = False) -> list[str]:
     """The ids of ``ROOT/ImageSets/<split>.txt``, each checked to have its files.
 
     A frame needs its points (velodyne/ or velodyne_reduced/; painted_lidar/ with ``painted``), calib/ and
-    image_2/ files, under ``testing/`` for the split named ``test`` and ``training/`` otherwise.
+    image_2/ files, under ``testing/`` for the split named ``test`` and ``training/`` otherwise. ``split`` is
+    a plain file name (:data:`pgnn.config.types.SPLIT_NAME`): ``../x`` is not read from outside ImageSets.
     """
+    if not SPLIT_NAME.fullmatch(split):
+        raise DataError(Path(root) / "ImageSets", f"expected {SPLIT_NAME_RULE}, got {split!r}")
     split_path = Path(root) / "ImageSets" / f"{split}.txt"
     subset = "testing" if split == "test" else "training"
     ids = read_split(split_path)

@@ -20,8 +20,10 @@ MAX_TRUNCATION[d], with (40, 25, 25) px, (0, 1, 2), (0.15, 0.30, 0.50) for easy,
 devkit ignores ground truth with ``height <= MIN_HEIGHT`` (evaluate_object.cpp, cleanData), so a 40.00 px
 box is not easy; detections are ignored only when ``height < MIN_HEIGHT``.)
 
-Readers raise ``pgnn.core.errors.DataError`` naming the file and line. Rule beyond the format: a label's
-h, w, l are >= 0 (DontCare lines, which write -1, excepted).
+Readers raise ``pgnn.core.errors.DataError`` naming the file and line. Rules beyond the format: a label's
+h, w, l are >= 0, its truncation is in 0..1 and its occlusion one of 0, 1, 2, 3, as the devkit's readme
+defines them (DontCare lines, and the lines of result files, may write -1: unknown). All 7,481 label files of
+KITTI's training set keep these rules.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ DIFFICULTY_NAMES: tuple[str, ...] = ("easy", "moderate", "hard")
 MIN_HEIGHT: tuple[float, ...] = (40.0, 25.0, 25.0)
 MAX_OCCLUSION: tuple[int, ...] = (0, 1, 2)
 MAX_TRUNCATION: tuple[float, ...] = (0.15, 0.3, 0.5)
+OCCLUSION_STATES: tuple[int, ...] = (0, 1, 2, 3)
+"""The devkit's occlusion states: fully visible, partly occluded, largely occluded, unknown."""
 
 
 def _format_float(value: float, digits: int) -> str:
@@ -96,12 +100,19 @@ def _parse_label_line(fields: Sequence[str], path: Path, number: int, allow_scor
     if kind != "DontCare" and (values[7:10] < 0).any():  # DontCare lines write -1 for "no 3D box"
         sizes = ", ".join(f"{n}={f}" for n, f in zip("hwl", fields[8:11], strict=True))
         raise DataError(path, f"expected sizes h, w, l >= 0, got {sizes}", number)
-    occluded = values[1]
+    truncated, occluded = values[0], values[1]
     if occluded != int(occluded):
         raise DataError(path, f"expected an integer occlusion state, got {fields[2]!r}", number)
+    unknown = kind == "DontCare" or allow_score  # DontCare lines and result files write -1 for "unknown"
+    if not (0.0 <= truncated <= 1.0 or (unknown and truncated == -1.0)):
+        expected = "0..1 (or -1, unknown)" if unknown else "0..1"
+        raise DataError(path, f"expected a truncation in {expected}, got {fields[1]!r}", number)
+    if occluded not in OCCLUSION_STATES and not (unknown and occluded == -1):
+        expected = "0, 1, 2 or 3 (or -1, unknown)" if unknown else "0, 1, 2 or 3"
+        raise DataError(path, f"expected an occlusion state {expected}, got {fields[2]!r}", number)
     return Label(
         type=kind,
-        truncated=float(values[0]),
+        truncated=float(truncated),
         occluded=int(occluded),
         alpha=float(values[2]),
         bbox=(float(values[3]), float(values[4]), float(values[5]), float(values[6])),

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from pgnn.core.errors import DataError
-from pgnn.core.shards import read_manifest
+from pgnn.core.shards import require_manifest
 from pgnn.graphs.npzstore import open_npz_memmap, save_npz
 
 FRAME_ID = "frame_id"
@@ -147,9 +147,7 @@ class GraphCache:
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
-        manifest = read_manifest(self.folder)
-        if manifest is None:
-            raise DataError(self.folder / "manifest.json", "expected a graph cache folder with a manifest")
+        manifest = require_manifest(self.folder, "a graph cache folder's manifest")
         self.manifest = manifest
         self.shards = [GraphShardFile(self.folder / e["file"]) for e in manifest["shards"]]
         self._index: list[tuple[int, int]] = []

@@ -82,7 +82,8 @@ def make_checkpoint(
 
 
 def validate_checkpoint(ckpt: Any, source: str | Path = "<checkpoint>") -> ModelConfig:
-    """Check the checkpoint's fields; return its ``ModelConfig``. ``DataError`` on anything malformed."""
+    """Check the checkpoint's fields and that its weights are finite; return its ``ModelConfig``.
+    ``DataError`` on anything malformed (every reader, predict, export and resume, goes through here)."""
     if not isinstance(ckpt, dict):
         raise DataError(source, f"expected a checkpoint dict, got {type(ckpt).__name__}")
     if ckpt.get("format") != CHECKPOINT_FORMAT:
@@ -98,6 +99,14 @@ def validate_checkpoint(ckpt: Any, source: str | Path = "<checkpoint>") -> Model
     state = ckpt.get("model")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise DataError(source, "expected 'model' to be a state dict of tensors")
+    for name, tensor in state.items():  # NaN weights predict nothing (every score NaN) without a word
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            nan, count = int(torch.isnan(tensor).sum()), int((~torch.isfinite(tensor)).sum())
+            raise DataError(
+                source,
+                f"expected finite weights, got {count} non-finite values ({nan} NaN) of {tensor.numel()} "
+                f"in {name!r}",
+            )
     try:
         return ModelConfig.model_validate(ckpt.get("model_config"))
     except ValueError as e:  # pydantic.ValidationError is a ValueError

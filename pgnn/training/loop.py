@@ -48,6 +48,7 @@ import torch
 
 from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import TrainConfig
+from pgnn.core.errors import ParamsError
 from pgnn.core.io import write_json_atomic
 from pgnn.core.progress import Progress
 from pgnn.graphs.targets import method_class_names
@@ -110,10 +111,12 @@ def train(
     out_dir = Path(out_dir)
     num_records = len(records_source)
     per_epoch = steps_per_epoch(num_records, train_cfg)
-    if per_epoch == 0:
-        raise ValueError(
-            f"{num_records} records cannot fill one step of batch_size {train_cfg.batch_size} x "
-            f"accumulation_steps {train_cfg.accumulation_steps}"
+    if per_epoch == 0:  # the user's to fix in params.yaml: one line, no traceback
+        raise ParamsError(
+            "params.yaml",
+            f"expected batch_size x accumulation_steps <= {num_records} (the train split's training frames), "
+            f"got {train_cfg.batch_size} x {train_cfg.accumulation_steps}",
+            key="train.batch_size",
         )
     last_step = total_steps(num_records, train_cfg)
     dist = init_distributed(train_cfg.device)

@@ -1,7 +1,11 @@
-"""Inputs that used to pass silently and now raise a DataError naming the file (pgnn.data's reader rules)."""
+"""Inputs that used to pass silently and now raise a DataError naming the file (pgnn.data's reader rules).
+
+Some tests read frames of ../shared/data/kitti_sample (KITTI, CC BY-NC-SA 3.0: non-commercial use only).
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from pgnn.core.errors import DataError
 from pgnn.data import kitti
 from pgnn.data.frames import check_points_in_view, fov_mask, load_frame
 from pgnn.data.labels import read_labels
+from pgnn.data.prepare import PreparedFrames, prepared_label_types
 
 
 def _root(kitti_sample: Path, tmp_path: Path, frame_id: str = "000000") -> Path:
@@ -123,3 +128,76 @@ def test_no_point_in_view_names_image_and_calib(kitti_sample: Path, tmp_path: Pa
     with pytest.raises(DataError, match=expected):
         crop_frame(root, "000000")
     check_points_in_view(1, len(behind), image, calib)  # one point in view is enough
+
+
+GOOD_CAR = "Car {trunc} {occ} -1.58 587.01 173.33 614.12 200.12 1.65 1.67 3.64 -0.65 1.71 46.70 -1.59"
+DONT_CARE = "DontCare -1 -1 -10 503.89 169.71 590.61 190.13 -1 -1 -1 -1000 -1000 -1000 -10"
+
+
+@pytest.mark.parametrize(
+    ("trunc", "occ", "message"),
+    [
+        ("1.50", "0", "expected a truncation in 0..1, got '1.50'"),
+        ("-0.10", "0", "expected a truncation in 0..1, got '-0.10'"),
+        ("-1", "0", "expected a truncation in 0..1, got '-1'"),  # -1 (unknown) only on DontCare lines
+        ("0.00", "4", "expected an occlusion state 0, 1, 2 or 3, got '4'"),
+        ("0.00", "-1", "expected an occlusion state 0, 1, 2 or 3, got '-1'"),
+    ],
+)
+def test_label_truncation_and_occlusion_keep_the_devkit_ranges(
+    tmp_path: Path, trunc: str, occ: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The devkit's readme: truncation 0 (none) .. 1, occlusion 0, 1, 2, 3 (3: unknown); a truncation of 1.5
+    used to be read, and changed the object's difficulty, without a word."""
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    path = gt / "000000.txt"
+    good = GOOD_CAR.format(trunc="0.00", occ="0")
+    path.write_text("\n".join([good, DONT_CARE, GOOD_CAR.format(trunc=trunc, occ=occ)]) + "\n")
+    with pytest.raises(DataError) as info:
+        read_labels(path)
+    assert (info.value.path, info.value.line, info.value.message) == (str(path), 3, message)
+    (tmp_path / "pred").mkdir()
+    (tmp_path / "pred" / "000000.txt").write_text("")
+    before = path.read_bytes()
+    assert cli_main(["eval", str(gt), str(tmp_path / "pred")]) == 1
+    assert capsys.readouterr().err.splitlines() == [f"pgnn eval: error: {path}:3: {message}"]
+    assert path.read_bytes() == before
+
+
+def test_the_edges_of_the_label_ranges_and_unknown_values_where_kitti_writes_them(tmp_path: Path) -> None:
+    path = tmp_path / "000000.txt"
+    lines = [GOOD_CAR.format(trunc=t, occ=o) for t, o in (("0.00", "0"), ("1.00", "3"), ("0.5", "2"))]
+    path.write_text("\n".join([*lines, DONT_CARE]) + "\n")
+    assert [(lab.truncated, lab.occluded) for lab in read_labels(path)] == [
+        (0, 0),
+        (1, 3),
+        (0.5, 2),
+        (-1, -1),
+    ]
+    result = GOOD_CAR.format(trunc="-1", occ="-1") + " 0.93"  # result files write -1 -1 (pgnn's own too)
+    path.write_text(result + "\n")
+    assert read_labels(path, allow_score=True)[0].truncated == -1.0
+
+
+@pytest.mark.parametrize("split", ["../x", "/etc/passwd", "sub/x", ".x"])
+def test_a_split_name_is_not_read_from_outside_imagesets(tmp_path: Path, split: str) -> None:
+    root = tmp_path / "kitti"
+    (root / "ImageSets").mkdir(parents=True)
+    (root / "x.txt").write_text("000000\n")  # what ImageSets/../x.txt would read
+    with pytest.raises(DataError) as info:
+        kitti.frame_ids(root, split)
+    assert info.value.path == str(root / "ImageSets")
+    rule = "a split file name inside ImageSets/ (letters, digits, _ . -; no leading dot)"
+    assert info.value.message == f"expected {rule}, got {split!r}"
+
+
+@pytest.mark.parametrize(
+    "manifest", [[], {"shards": 3}, {"shards": [{"file": "../p.parquet", "frames": []}]}]
+)
+def test_a_prepared_manifest_of_the_wrong_shape_is_named(tmp_path: Path, manifest: object) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=r"manifest.json: expected a prepared split folder with a manifest"):
+        PreparedFrames(tmp_path)
+    with pytest.raises(DataError, match=r"manifest.json: expected a prepared split folder with a manifest"):
+        prepared_label_types(tmp_path)
