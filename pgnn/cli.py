@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "list the training runs' checkpoints; --prune removes old runs",
     ),
     "dvc-yaml": ("pgnn.commands.dvc_yaml", "write dvc.yaml from the stage table (pgnn/pipeline/stages.py)"),
+    "detect": ("pgnn.commands.detect", "detect objects in .bin/.npy/.pcd/.ply scans, no calib (JSON)"),
+    "convert": ("pgnn.commands.convert", "turn an own-format dataset into a KITTI-layout root"),
 }
 
 
