@@ -104,7 +104,9 @@ def _read_pcd(path: Path) -> PointCloud:
         fields = tuple(pcd.fields)
         data = pcd.pc_data
     except Exception as e:  # pypcd4 raises bare ValueErrors, struct and lzf errors on a bad file
-        raise DataError(path, f"expected a PCD file (ASCII, binary or binary_compressed): {e}") from None
+        raise DataError(
+            path, f"expected a PCD file (ASCII, binary or binary_compressed): {_first_line(e)}"
+        ) from None
     return _from_columns(path, fields, lambda name: data[name], "PCD fields")
 
 
@@ -119,8 +121,14 @@ def _read_ply(path: Path) -> PointCloud:
     except KeyError:
         raise DataError(path, "expected a PLY element 'vertex' holding the points") from None
     except Exception as e:  # plyfile raises PlyParseError, ValueError, struct errors on a bad file
-        raise DataError(path, f"expected a PLY file (ASCII or binary): {e}") from None
+        raise DataError(path, f"expected a PLY file (ASCII or binary): {_first_line(e)}") from None
     return _from_columns(path, fields, lambda name: data[name], "PLY vertex properties")
+
+
+def _first_line(error: Exception) -> str:
+    """A library's error text, first line only (pydantic's, inside pypcd4, runs over many)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def _from_columns(path: Path, fields: tuple[str, ...], column, what: str) -> PointCloud:  # noqa: ANN001
@@ -128,7 +136,7 @@ def _from_columns(path: Path, fields: tuple[str, ...], column, what: str) -> Poi
     if missing:
         raise DataError(path, f"expected {what} x, y, z, got {', '.join(fields) or 'none'}")
     try:
-        xyz = np.stack([np.asarray(column(a), dtype=np.float64) for a in "xyz"], axis=1)  # (N, 3)
+        xyz = np.stack([np.asarray(column(a), dtype=np.float64).reshape(-1) for a in "xyz"], axis=1)  # (N, 3)
         name = next((n for n in INTENSITY_NAMES if n in fields), None)
         intensity = None if name is None else np.asarray(column(name), dtype=np.float32).reshape(-1)
     except (ValueError, TypeError) as e:

@@ -23,12 +23,14 @@ Boxes in the output frame are ``[x, y, z, l, w, h, yaw]``: (x, y, z) the geometr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from pgnn.config.sensor import KITTI_MOUNTING_HEIGHT, SensorConfig
-from pgnn.data.frames import Frame
-from pgnn.data.kitti import Calib
-from pgnn.data.labels import Label
+from pgnn.data.frames import Frame, points_velo_to_rect
+from pgnn.data.kitti import Calib, frame_paths, read_calib, read_scan
+from pgnn.data.labels import Label, read_labels
 
 # image_size of a frame without a camera: no field-of-view crop by an image, no 2D boxes, no truncation.
 NO_CAMERA: tuple[int, int] = (0, 0)
@@ -147,3 +149,25 @@ def boxes_output_to_rect(boxes: np.ndarray, sensor: SensorConfig) -> np.ndarray:
     centre[:, 1] += b[:, 5] / 2.0  # geometric -> bottom centre
     ry = (-b[:, 6] - np.pi / 2.0 + np.pi) % (2.0 * np.pi) - np.pi  # (M,)
     return np.column_stack([centre, b[:, 3], b[:, 5], b[:, 4], ry])
+
+
+def load_lidar_frame(
+    root: str | Path, frame_id: str, painted: bool = False, subset: str = "training"
+) -> Frame:
+    """``pgnn.data.frames.load_frame`` for a LiDAR-only KITTI root (no ``image_2/``, e.g. ``pgnn convert``'s):
+    every point of the scan, moved to the rectified frame with the root's calib; no colours, ``NO_CAMERA``."""
+    paths = frame_paths(root, frame_id, subset)
+    calib = read_calib(paths.calib)
+    scan = read_scan(paths, painted)  # (N, 4) or (N, 8)
+    labels = read_labels(paths.label) if paths.label.is_file() else []
+    rect = points_velo_to_rect(scan[:, :3], calib)  # (N, 3)
+    return Frame(
+        frame_id=frame_id,
+        points_rect=rect.astype(np.float32),
+        intensity=scan[:, 3].astype(np.float32),
+        rgb=np.zeros((len(rect), 3), dtype=np.float32),
+        scores=scan[:, 4:8].astype(np.float32) if painted else None,
+        labels=labels,
+        calib=calib,
+        image_size=NO_CAMERA,
+    )
