@@ -44,7 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="refuse",
         help="a scan without intensity: refuse it, or use 0 for every point (with a warning)",
     )
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="auto: cuda when available, else cpu",
+    )
     parser.add_argument("--score-threshold", type=float, default=None, help="default 1/num_classes")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
