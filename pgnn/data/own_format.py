@@ -15,7 +15,8 @@ the object counts from: 0 easy, 1 moderate, 2 hard, 3 none (ignored, like KITTI'
 Frame names are file stems of letters, digits, ``_ - .``.
 
 :func:`convert_own_to_kitti` writes ``DEST/training/{velodyne,calib,label_2}``, ``DEST/ImageSets/<split>.txt``
-and ``DEST/frame_names.txt`` (``<id> <name>`` a line): frames get the ids 000000, 000001, .. in name order.
+and ``DEST/frame_names.txt`` (``<id> <name>`` a line): frames named by 6-digit ids keep them, other names
+get the ids 000000, 000001, .. in name order.
 The velodyne rows are the scan's points inside the sensor's view (float32, sensor frame, intensity 0..1);
 the calib is synthesised from the sensor config (``pgnn.data.sensor.sensor_calib``). The root has no
 ``image_2/``: it is LiDAR-only (``pgnn.data.kitti.has_camera``), so prepare keeps every point and
@@ -185,7 +186,8 @@ def convert_own_to_kitti(
         raise DataError(
             src / "splits", "expected split lists <split>.txt (frame names, one a line), found none"
         )
-    ids = {name: f"{i:06d}" for i, name in enumerate(frames)}
+    keep = all(re.fullmatch(r"\d{6}", name) for name in frames)
+    ids = {name: name if keep else f"{i:06d}" for i, name in enumerate(frames)}
     calib = sensor_calib(sensor)
     to_output = sensor.extrinsic_matrix()
     counts = {}
