@@ -24,9 +24,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pgnn.core.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
@@ -56,8 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no per-file lines")
 
 
-def detections_json(names, scores, boxes_out) -> dict:  # noqa: ANN001
-    """``{"detections": [{"class", "score", "box"}]}`` from names, scores and (M, 7) output-frame boxes."""
+def detections_json(
+    names: Sequence[str], scores: np.ndarray, boxes_out: np.ndarray
+) -> dict[str, list[dict[str, Any]]]:
+    """``{"detections": [{"class", "score", "box"}]}`` from names, scores and output-frame boxes.
+
+    Shapes:
+        scores: (M,); boxes_out: (M, 7) [x, y, z, l, w, h, yaw]
+    """
     return {
         "detections": [
             {"class": name, "score": round(float(score), 6), "box": [round(float(v), 4) for v in box]}

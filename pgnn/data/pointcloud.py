@@ -22,6 +22,7 @@ Every malformed file raises ``pgnn.core.errors.DataError`` naming the file and w
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -131,7 +132,9 @@ def _first_line(error: Exception) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def _from_columns(path: Path, fields: tuple[str, ...], column, what: str) -> PointCloud:  # noqa: ANN001
+def _from_columns(
+    path: Path, fields: tuple[str, ...], column: Callable[[str], np.ndarray], what: str
+) -> PointCloud:
     missing = [a for a in "xyz" if a not in fields]
     if missing:
         raise DataError(path, f"expected {what} x, y, z, got {', '.join(fields) or 'none'}")
