@@ -157,3 +157,16 @@ def test_front_cone_and_range_crop() -> None:
     cone = SensorConfig(field_of_view=90.0, max_range=50.0)
     frame = frame_from_sensor_scan("a", scan, cone)
     assert len(frame.points_rect) == 2 and frame.image_size == (0, 0)  # (10, 0) and (10, 9): 42 degrees
+
+
+def test_extrinsic_maps_a_tilted_sensor_to_the_level_frame() -> None:
+    pitch = np.radians(10.0)  # a sensor pitched down by 10 degrees, 0.5 m above the output frame's origin
+    c, s = np.cos(pitch), np.sin(pitch)
+    to_output = np.array([[c, 0, s, 0.0], [0, 1, 0, 0.0], [-s, 0, c, 0.5], [0, 0, 0, 1.0]])
+    level = np.array([[10.0, 1.0, -1.73, 0.5], [20.0, -3.0, 0.0, 0.5]])  # points in the output frame
+    in_sensor = (np.linalg.inv(to_output) @ np.column_stack([level[:, :3], np.ones(2)]).T).T[:, :3]
+    tilted = SensorConfig(extrinsic=tuple(map(tuple, to_output.tolist())))
+    a = frame_from_sensor_scan("a", np.column_stack([in_sensor, level[:, 3]]), tilted)
+    b = frame_from_sensor_scan("b", level, SensorConfig())
+    np.testing.assert_allclose(a.points_rect, b.points_rect, atol=1e-5)
+    assert not np.allclose(in_sensor, level[:, :3], atol=0.1)  # the tilt was real
