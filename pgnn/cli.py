@@ -40,6 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "dvc-yaml": ("pgnn.commands.dvc_yaml", "write dvc.yaml from the stage table (pgnn/pipeline/stages.py)"),
     "runs": ("pgnn.commands.runs", "compare the DVC experiments: AP, val AP, steps, the params that differ"),
+    "detect": ("pgnn.commands.detect", "detect objects in .bin/.npy/.pcd/.ply scans, no calib (JSON)"),
+    "convert": ("pgnn.commands.convert", "turn an own-format dataset into a KITTI-layout root"),
 }
 
 

@@ -332,12 +332,19 @@ def read_scan(paths: FramePaths, painted: bool = False) -> np.ndarray:
     return read_painted(paths.painted) if painted else read_velodyne(paths.points)
 
 
+def has_camera(root: str | Path, subset: str = "training") -> bool:
+    """Whether ``root/subset`` has an ``image_2/`` folder; a root without one is LiDAR-only
+    (``pgnn convert``): its frames keep every point and have no 2D boxes."""
+    return (Path(root) / subset / "image_2").is_dir()
+
+
 def frame_ids(root: str | Path, split: str, painted: bool = False) -> list[str]:
     """The ids of ``ROOT/ImageSets/<split>.txt``, each checked to have its files.
 
     A frame needs its points (velodyne/ or velodyne_reduced/; painted_lidar/ with ``painted``), calib/ and
-    image_2/ files, under ``testing/`` for the split named ``test`` and ``training/`` otherwise. ``split`` is
-    a plain file name (:data:`pgnn.config.types.SPLIT_NAME`): ``../x`` is not read from outside ImageSets.
+    image_2/ files (no image in a LiDAR-only root: :func:`has_camera`), under ``testing/`` for the split
+    named ``test`` and ``training/`` otherwise. ``split`` is a plain file name
+    (:data:`pgnn.config.types.SPLIT_NAME`): ``../x`` is not read from outside ImageSets.
     """
     if not SPLIT_NAME.fullmatch(split):
         raise DataError(Path(root) / "ImageSets", f"expected {SPLIT_NAME_RULE}, got {split!r}")
@@ -345,9 +352,10 @@ def frame_ids(root: str | Path, split: str, painted: bool = False) -> list[str]:
     subset = "testing" if split == "test" else "training"
     ids = read_split(split_path)
     line_of = _line_numbers(split_path)
+    camera = has_camera(root, subset)
     for frame_id in ids:
         paths = frame_paths(root, frame_id, subset)
-        needed = [paths.painted if painted else paths.points, paths.calib, paths.image]
+        needed = [paths.painted if painted else paths.points, paths.calib] + [paths.image] * camera
         missing = [str(p.relative_to(root)) for p in needed if not p.is_file()]
         if missing:
             message = f"expected the files of frame {frame_id}, missing {', '.join(missing)}"

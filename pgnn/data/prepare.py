@@ -27,8 +27,9 @@ from pgnn.core.io import sha256_files
 from pgnn.core.parquet import read_parquet, read_parquet_metadata, write_parquet
 from pgnn.core.shards import ShardPlan, ShardTask, chunk_ids, code_version, read_manifest, stable_hash
 from pgnn.data.frames import Frame, load_frame, warm_up
-from pgnn.data.kitti import Calib, frame_paths
+from pgnn.data.kitti import Calib, frame_paths, has_camera
 from pgnn.data.labels import Label
+from pgnn.data.sensor import load_lidar_frame
 
 SCORE_COLUMNS = ("s_background", "s_bicycle_or_rider", "s_car", "s_pedestrian")
 _META_KEY = b"pgnn.frames"
@@ -221,12 +222,13 @@ def read_prepared_dir(out_dir: str | Path) -> list[Frame]:
 
 def _frame_files(root: Path, frame_id: str, painted: bool) -> list[Path]:
     p = frame_paths(root, frame_id)
-    files = [p.painted if painted else p.points, p.calib, p.image]
+    files = [p.painted if painted else p.points, p.calib] + [p.image] * has_camera(root)
     return files + ([p.label] if p.label.exists() else [])
 
 
 def _build_prepared(task: ShardTask, path: Path, *, root: str, painted: bool) -> None:
-    write_prepared_shard(path, [load_frame(root, fid, painted=painted) for fid in task.frames])
+    load = load_frame if has_camera(root) else load_lidar_frame  # a LiDAR-only root (pgnn convert)
+    write_prepared_shard(path, [load(root, fid, painted=painted) for fid in task.frames])
 
 
 def prepare_plan(

@@ -10,6 +10,8 @@ version, 41 recall samples), rule for rule:
   TP nor FP). Van is ignored for Car and
   Person_sitting for Pedestrian. A detection whose 2D box is lower than 40 / 25 / 25 px is ignored, whatever
   its type (it may still absorb a ground truth, as in the devkit).
+- No camera (a LiDAR-only dataset, ``pgnn convert``): a box whose 2D box is ``-1 -1 -1 -1`` has no image, so
+  the height rule does not apply to it; when no ground truth has a 2D box, only BEV and 3D AP are computed.
 - DontCare: an unmatched detection covering a DontCare box by more than the class overlap (intersection
   over the detection's area) is not a false positive. Only for bbox/AOS: the devkit measures BEV/3D overlap
   with the DontCare label's placeholder 3D fields (-1000 m away, negative size), which never overlap.
@@ -112,6 +114,11 @@ def labels_to_arrays(frames: Sequence[Sequence[Label]], require_score: bool = Fa
 # ----------------------------------------------------------------------------------------------- ignore rules
 
 
+def no_image_box(bbox: np.ndarray) -> np.ndarray:
+    """Rows whose 2D box is ``-1 -1 -1 -1``: boxes of a frame without a camera. Shapes: (N, 4) -> (N,)."""
+    return np.all(np.asarray(bbox) == -1.0, axis=1)
+
+
 def ignored_ground_truth(gt: FrameLabels, cls: str, difficulty: int) -> np.ndarray:
     """``cleanData`` for ground truth: 0 counted, 1 ignored (neighbour class, or outside the difficulty),
     -1 any other type.
@@ -124,7 +131,7 @@ def ignored_ground_truth(gt: FrameLabels, cls: str, difficulty: int) -> np.ndarr
     outside = (
         (gt.occluded > MAX_OCCLUSION[difficulty])
         | (gt.truncated > MAX_TRUNCATION[difficulty])
-        | (height <= MIN_HEIGHT[difficulty])
+        | ((height <= MIN_HEIGHT[difficulty]) & ~no_image_box(gt.bbox))
     )
     out = np.full(len(valid), -1, dtype=np.int8)
     out[neighbour | (valid & outside)] = 1
@@ -151,7 +158,7 @@ def ignored_detections(dt: FrameLabels, cls: str, difficulty: int) -> np.ndarray
     out = np.full(len(dt.type), -1, dtype=np.int8)
     out[dt.type == cls.lower()] = 0
     # The devkit truncates |top - bottom| to an int first; for heights >= 0 that gives the same "< min".
-    out[np.abs(dt.bbox[:, 1] - dt.bbox[:, 3]) < MIN_HEIGHT[difficulty]] = 1
+    out[(np.abs(dt.bbox[:, 1] - dt.bbox[:, 3]) < MIN_HEIGHT[difficulty]) & ~no_image_box(dt.bbox)] = 1
     return out
 
 
@@ -229,7 +236,7 @@ def _prepare(
         gt_relevant = np.isin(gt.type, names)
         # Detections of other types matter only when too low (then they may absorb a ground truth).
         dt_relevant = np.isin(dt.type, [c.lower() for c in classes]) | (
-            np.abs(dt.bbox[:, 1] - dt.bbox[:, 3]) < max(MIN_HEIGHT)
+            (np.abs(dt.bbox[:, 1] - dt.bbox[:, 3]) < max(MIN_HEIGHT)) & ~no_image_box(dt.bbox)
         )
         for metric, fn in (("bev", iou_bev), ("3d", iou_3d)):
             if metric not in box_metrics:
@@ -313,6 +320,9 @@ def curves_from_arrays(
         raise ValueError(f"{gt.num_frames} ground-truth frames but {dt.num_frames} detection frames")
     if np.any(np.isnan(dt.score)):
         raise ValueError("every detection needs a score")
+    boxed = gt.type != "dontcare"
+    if boxed.any() and no_image_box(gt.bbox[boxed]).all():  # no camera: no 2D or AOS
+        metrics = [m for m in metrics if m in ("bev", "3d")]
     box_metrics = [m for m in ("bbox", "bev", "3d") if m in metrics or (m == "bbox" and "aos" in metrics)]
     # The devkit drops AOS when any detection has alpha = -10 ("orientation not estimated").
     compute_aos = "aos" in metrics and not np.any(dt.alpha == INVALID_ALPHA)

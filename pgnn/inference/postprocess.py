@@ -20,8 +20,7 @@ The chain, with the original Point-GNN's rules (``run.py`` and ``models/nms.py``
    ===========  ============================  ==========================================================
 
    ``merge_score`` is the original's default (``run.py`` with box merge and box score on).
-3. ``truncation_filter``: project each box into the image, clip its 2D box to the image and drop boxes whose
-   truncation (1 - clipped / unclipped 2D area) is > 0.4.
+3. ``truncation_filter``: drop boxes whose image truncation (1 - clipped / unclipped 2D area) is > 0.4.
 4. ``occlusion_rescore``: score *= 1 + occ, occ = the fraction of each box axis spanned by the candidate
    keypoints strictly inside the box, multiplied over the 3 axes (0 when no candidate keypoint is inside).
 5. ``kitti_result_lines``: KITTI result lines with a real observation angle alpha.
@@ -272,13 +271,15 @@ def truncation_filter(
     """Which boxes to keep given their image truncation, with their clipped 2D boxes.
 
     A box is dropped when ``truncation = 1 - clipped 2D area / unclipped 2D area`` is > ``max_truncation``
-    (see ``pgnn.core.boxes.boxes_to_image_2d``).
+    (``pgnn.core.boxes.boxes_to_image_2d``). Without a camera (image_size (0, 0)) all stay, 2D boxes -1.
 
     Shapes:
         boxes: (M, 7) in the camera frame of ``P``; P: (3, 4); image_size: (width, height) pixels
         return: keep (M,) bool, box2d (M, 4) clipped [xmin, ymin, xmax, ymax], truncation (M,)
     """
     width, height = image_size
+    if width == 0 and height == 0:  # pgnn.data.sensor.NO_CAMERA
+        return np.ones(len(boxes), bool), np.full((len(boxes), 4), -1.0), np.zeros(len(boxes))
     box2d, truncation = boxes_to_image_2d(boxes, P, width, height)
     return truncation <= max_truncation, box2d, truncation
 

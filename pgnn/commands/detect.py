@@ -1,0 +1,137 @@
+"""``pgnn detect``: detections on point clouds as they come from a LiDAR, no calib, no camera.
+
+::
+
+    pgnn detect FILE... --checkpoint CKPT [--sensor S.yaml] [--out DIR] [--kitti] [--png]
+
+``FILE`` is a ``.bin`` (N x 4 float32), ``.npy`` (N x 3, N x 4, N x 8 painted), ``.pcd`` (ASCII, binary,
+binary_compressed) or ``.ply`` (ASCII, binary) scan in the sensor frame (x forward, y left, z up, metres;
+``pgnn.data.pointcloud``). ``--sensor`` describes the mount and the field of view
+(``pgnn.config.sensor``; default KITTI's HDL-64E, the whole 360 degrees); the points in that view go to the
+network in the frame it was trained in (``pgnn.data.sensor``).
+
+Each input gives ``DIR/<stem>.json``::
+
+    {"detections": [{"class": "Car", "score": 0.93, "box": [x, y, z, l, w, h, yaw]}, ...]}
+
+with the box centre at its geometric centre in the output frame (the sensor frame unless the sensor file
+sets an extrinsic) and yaw about +z from +x; ``--kitti`` adds ``DIR/<stem>.txt``, KITTI result lines in the
+rectified camera frame of the synthesised calib (2D boxes -1: there is no image); ``--png`` adds
+``DIR/png/<stem>_bev.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pgnn.core.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_RGB_FEATURES = ("irgb", "rgb", "0rgb")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="point clouds: .bin, .npy, .pcd or .ply")
+    parser.add_argument("--checkpoint", required=True, help="a pgnn checkpoint (.pt)")
+    parser.add_argument("--sensor", default=None, help="sensor YAML (default: KITTI's HDL-64E, 360 degrees)")
+    parser.add_argument("--out", default="detections", help="folder for <stem>.json (and .txt, png/)")
+    parser.add_argument("--kitti", action="store_true", help="also write KITTI result lines <stem>.txt")
+    parser.add_argument("--png", action="store_true", help="also write a bird's-eye picture per input")
+    parser.add_argument(
+        "--missing-intensity",
+        choices=("refuse", "zeros"),
+        default="refuse",
+        help="a scan without intensity: refuse it, or use 0 for every point (with a warning)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="auto: cuda when available, else cpu",
+    )
+    parser.add_argument("--score-threshold", type=float, default=None, help="default 1/num_classes")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
+    parser.add_argument("--quiet", action="store_true", help="no per-file lines")
+
+
+def detections_json(
+    names: Sequence[str], scores: np.ndarray, boxes_out: np.ndarray
+) -> dict[str, list[dict[str, Any]]]:
+    """``{"detections": [{"class", "score", "box"}]}`` from names, scores and output-frame boxes.
+
+    Shapes:
+        scores: (M,); boxes_out: (M, 7) [x, y, z, l, w, h, yaw]
+    """
+    return {
+        "detections": [
+            {"class": name, "score": round(float(score), 6), "box": [round(float(v), 4) for v in box]}
+            for name, score, box in zip(names, scores, boxes_out, strict=True)
+        ]
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from pgnn.config.sensor import load_sensor
+    from pgnn.core.io import write_json_atomic
+    from pgnn.data.pointcloud import read_scan
+    from pgnn.data.sensor import boxes_rect_to_output, frame_from_sensor_scan
+    from pgnn.inference.predict import predict_frame
+    from pgnn.inference.run import write_detections, write_pictures
+    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
+    from pgnn.nn.checkpoint import load_model
+
+    paths = [Path(f) for f in args.files]
+    stems = [p.stem for p in paths]
+    for i, stem in enumerate(stems):
+        if stem in stems[:i]:
+            raise DataError(paths[i], f"expected inputs with different names, {stem!r} is given twice")
+    sensor = load_sensor(args.sensor)
+    if args.threads is not None:
+        import torch
+
+        if args.threads < 1:
+            raise DataError("--threads", f"expected a positive number of threads, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    model, meta = load_model(args.checkpoint, device)
+    if meta["input_features"] in _RGB_FEATURES:
+        raise DataError(args.checkpoint, "expected a checkpoint without colour features (no camera here)")
+    graph_cfg = runtime_graph_config(meta)
+    post_cfg = postprocess_config(meta, score_threshold=args.score_threshold)
+    rng = np.random.default_rng(args.seed)
+    out = Path(args.out)
+    total = 0
+    for path in paths:
+        scan, scores = read_scan(path, args.missing_intensity)  # (N, 4), (N, 4) | None
+        frame = frame_from_sensor_scan(path.stem, scan, sensor, scores=scores)
+        if len(frame.points_rect) == 0:
+            raise DataError(
+                path, f"expected points in the field of view ({sensor.field_of_view} deg), got none"
+            )
+        detections, times = predict_frame(model, meta, frame, graph_cfg, post_cfg, device, rng)
+        boxes = boxes_rect_to_output(detections.boxes, sensor)  # (M, 7)
+        write_json_atomic(
+            out / f"{path.stem}.json", detections_json(detections.names, detections.scores, boxes)
+        )
+        if args.kitti:
+            write_detections(out / f"{path.stem}.txt", detections)
+        if args.png:
+            write_pictures(out / "png", frame, detections, None)
+        total += len(detections)
+        if not args.quiet:
+            ms = 1000.0 * sum(times.values())
+            print(
+                f"{path}: {len(frame.points_rect)} points, {len(detections)} detections, {ms:.0f} ms",
+                file=sys.stderr,
+            )
+    print(f"{len(paths)} file{'s' if len(paths) != 1 else ''}, {total} detections -> {out}")
+    return 0
