@@ -1,4 +1,7 @@
-"""The ``pgnn`` command.
+"""pgnn: Point-GNN 3D object detection (CVPR 2020) on PyTorch + PyG, run as a DVC / Prefect pipeline.
+
+The first line above is ``pgnn --help``'s description and :data:`WORKFLOW` its epilog (plain text: no
+reStructuredText markup in any ``--help``, tests/test_cli.py checks).
 
 Each sub-command lives in ``pgnn/commands/<name>.py`` with two functions, ``add_arguments(parser)`` and
 ``run(args) -> int``. They are imported only when chosen, so ``pgnn --help`` stays fast (torch alone takes
@@ -45,6 +48,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+WORKFLOW = """\
+workflow (README.md; docs/ has one page per topic):
+  make pipeline                     the whole pipeline on synthetic KITTI (dvc repro; or python -m flows)
+  dvc exp run -S train.max_steps=N  an experiment; pgnn runs compares them (--plot: one overlaid chart)
+  pgnn train --params P.yaml        train any preset from a params file (builds the graphs it reads)
+  pgnn predict --root R --ids val --checkpoint C --out D    KITTI result files
+  pgnn eval GT_DIR PRED_DIR         the official KITTI AP of a result folder
+  pgnn import-weights W.npz M.pt    the authors' released weights as a pgnn model
+run 'pgnn COMMAND --help' for a command's options and defaults."""
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``--help`` shows each option's default, ``(default: 0.5)``, unless its help already says it or there
     is none to show (``None``, a flag's ``False``, an empty list)."""
@@ -76,7 +90,12 @@ def _available() -> dict[str, tuple[str, str]]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; sub-command arguments are added by their modules."""
-    parser = argparse.ArgumentParser(prog="pgnn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="pgnn",
+        description=__doc__.splitlines()[0],
+        epilog=WORKFLOW,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_) in _available().items():

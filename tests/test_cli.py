@@ -35,6 +35,15 @@ def test_help_lists_every_available_command() -> None:
     assert "synth" in AVAILABLE and "bench" in AVAILABLE
 
 
+def test_help_shows_the_workflow_in_plain_text() -> None:
+    """``pgnn --help`` ends with the workflow, naming its commands, and has no reStructuredText markup."""
+    text = pgnn("--help").stdout
+    assert "``" not in text
+    workflow = text[text.index("workflow") :]
+    for step in ("make pipeline", "dvc exp run", "pgnn runs", "pgnn train", "pgnn predict", "pgnn eval"):
+        assert step in workflow, step
+
+
 def test_no_arguments_prints_help() -> None:
     done = pgnn()
     assert "usage: pgnn" in done.stdout
