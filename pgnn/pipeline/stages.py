@@ -48,6 +48,7 @@ PATHS: dict[str, str] = {
     "eval_metrics": "metrics/eval.json",
     "curves": "plots/pr",
     "images": "plots/images",
+    "views": "plots/views",
 }
 """Every artifact path, relative to the project root; ``{item}`` is the split of a ``foreach`` stage.
 
@@ -213,10 +214,10 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "plots",
         "pgnn.pipeline.steps.plots",
-        "PNG charts (losses, val AP vs step, PR curves) and BEV pictures of val detections: offline plots",
+        "PNG charts (losses, val AP vs step, PR curves), BEV pictures and 3D pages of val frames (offline)",
         params=("plots",),
         deps=("live_plots", "curves", "predictions:val", "prepared:val"),
-        outs=(Output("images", kind="plot", cache=False),),
+        outs=(Output("images", kind="plot", cache=False), Output("views", cache=False)),
     ),
 )
 

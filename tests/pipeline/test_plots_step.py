@@ -31,7 +31,9 @@ def test_plots_step_writes_large_pngs_and_pages_the_same_twice(kitti_sample: Pat
     runs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        written = plots_step(cfg, tmp_path / "no-live", curves, pred, prepared, out)
+        written = plots_step(
+            cfg, tmp_path / "no-live", curves, pred, prepared, out, tmp_path / f"{name}-views"
+        )
         runs.append({p.name: p.read_bytes() for p in written})
     assert sorted(runs[0]) == [
         "bev_000001.png",

@@ -1,14 +1,15 @@
-"""Stage ``plots``: the run's pictures as PNG files in ``plots/images`` (DVC image plots, readable offline).
+"""Stage ``plots``: the run's pictures as PNG files in ``plots/images`` (DVC image plots, readable offline)
+and interactive 3D pages in ``plots/views``.
 
 - ``train_loss.png``: the training losses (total, cls, loc, reg) against the step;
 - ``val_ap.png``: the val AP logged during training (``train.eval_every``) against the step;
 - ``pr_<class>_<metric>.png``: the KITTI PR curves, easy / moderate / hard in one chart per class and metric;
 - ``bev_<frame>.png``: bird's-eye views of the first ``plots.bev_frames`` val frames, labels and detections.
-- ``view_<frame>.html``: interactive 3D pages (``pgnn view``'s, self-contained) of the first
-  ``plots.view_frames`` val frames: points, label and detection boxes (class and score on hover).
+- ``plots/views/view_<frame>.html``: interactive 3D pages (``pgnn view``'s, self-contained) of the first
+  ``plots.view_frames`` val frames: points, label and detection boxes (class and score on hover). A folder
+  of their own: DVC's plots accept images and tables, not pages.
 
-``dvc plots show`` puts them in its HTML page as ``<img>`` files, which need no network (its vega charts load
-vega from a CDN); ``dvc plots show plots/images`` makes a page of these alone.
+``dvc plots show`` puts the PNGs in its HTML page as ``<img>`` files, which need no network.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ def plots_step(
     pred_dir: Path,
     prepared_dir: Path,
     out_dir: Path,
+    views_dir: Path,
 ) -> list[Path]:
-    """Write the charts and BEV pictures of a run into ``out_dir`` (emptied first); returns the files."""
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
+    """Write the charts and BEV pictures of a run into ``out_dir`` and its 3D pages into ``views_dir`` (both
+    emptied first); returns the files."""
+    for folder in (out_dir, views_dir):
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
     written = []
     loss_dir = live_plots_dir / "loss"
     losses = {n: read_tsv_series(loss_dir / f"{n}.tsv") for n in LOSSES if (loss_dir / f"{n}.tsv").exists()}
@@ -73,9 +77,9 @@ def plots_step(
                 write_bev_png(frame, path, detections=dets)
                 written.append(path)
             if i < cfg.view_frames:
-                written.append(_write_view(frame, dets, out_dir / f"view_{frame.frame_id}.html"))
+                written.append(_write_view(frame, dets, views_dir / f"view_{frame.frame_id}.html"))
     pages = sum(p.suffix == ".html" for p in written)
-    print(f"plots: {len(written) - pages} PNG files and {pages} HTML pages in {out_dir}")
+    print(f"plots: {len(written) - pages} PNG files in {out_dir}, {pages} HTML pages in {views_dir}")
     return written
 
 
@@ -98,4 +102,5 @@ def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
         layout.path("predictions", "val"),
         layout.path("prepared", "val"),
         layout.path("images"),
+        layout.path("views"),
     )
