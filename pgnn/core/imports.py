@@ -34,9 +34,11 @@ def _package_of(module: str, path: Path) -> str:
 
 
 @cache
-def direct_imports(module: str, root: Path = PACKAGE_ROOT) -> frozenset[str]:
-    """The ``pgnn`` modules that ``module``'s source imports anywhere (relative imports resolved; for
-    ``from pkg import name``, ``pkg.name`` too when that is a module)."""
+def direct_imports(
+    module: str, root: Path = PACKAGE_ROOT, packages: tuple[str, ...] = ("pgnn",)
+) -> frozenset[str]:
+    """The modules of ``packages`` that ``module``'s source imports anywhere (relative imports resolved;
+    for ``from pkg import name``, ``pkg.name`` too when that is a module)."""
     path = module_path(module, root)
     if path is None:
         raise ImportError(f"no source for module {module} under {root}")
@@ -54,7 +56,7 @@ def direct_imports(module: str, root: Path = PACKAGE_ROOT) -> frozenset[str]:
                 target = node.module or ""
             found.add(target)
             found.update(f"{target}.{a.name}" for a in node.names if module_path(f"{target}.{a.name}", root))
-    return frozenset(m for m in found if m.split(".")[0] == "pgnn" and module_path(m, root) is not None)
+    return frozenset(m for m in found if m.split(".")[0] in packages and module_path(m, root) is not None)
 
 
 def closure(modules: Iterable[str], root: Path = PACKAGE_ROOT) -> tuple[str, ...]:
