@@ -1,8 +1,8 @@
-"""Training batches and the real training step of a preset, for the step benchmarks (profile_train.py, gpu.py).
+"""Training batches and the real training step of a preset, for profile_train.py and gpu.py.
 
-Frames are synthetic KITTI (``pgnn.data.synthetic``, seed 0, painted points) or real ones (a KITTI root such as
-``../shared/data/kitti_sample``: KITTI is CC BY-NC-SA 3.0, non-commercial use only), turned into records by the
-pipeline's own ``graph_record`` with the preset's graph and targets settings, collated by the loop's
+Frames are synthetic KITTI (``pgnn.data.synthetic``, seed 0, painted points) or real ones (a KITTI root such
+as ``../shared/data/kitti_sample``: KITTI is CC BY-NC-SA 3.0, non-commercial use only), turned into records by
+the pipeline's own ``graph_record`` with the preset's graph and targets settings, collated by the loop's
 ``collate_records``. :func:`make_step` returns one call of ``pgnn.training.step.train_step`` (the function the
 loop runs) with the preset's TF1 optimiser, learning rate and loss: the work of one step of the real run.
 """
@@ -34,7 +34,7 @@ PAINTED_PRESETS = frozenset({"small_painted_car", "painted_car_T3"})
 
 
 def recipe_of(preset: str, **train: Any) -> Recipe:
-    """The resolved recipe of ``preset`` (painted inputs for the painted presets), ``train`` keys overridden."""
+    """The resolved recipe of ``preset`` (painted inputs for the painted presets), ``train`` overridden."""
     data = DataConfig(painted=preset in PAINTED_PRESETS)
     return resolve(Params(preset=preset, data=data, train=train))
 

@@ -1,4 +1,4 @@
-"""``train.precision`` and ``train.compile`` (pgnn.training.precision) on CPU, on the tiny graphs of test_loop.
+"""``train.precision`` and ``train.compile`` (pgnn.training.precision) on CPU, on test_loop's tiny graphs.
 
 * bf16 autocast runs a few training steps and stays near fp32: the summed loss terms within 1 % (seen: 0.09 %)
   and the weights within 2 % (relative L2 over all parameters; seen: 0.7 %) after 5 Adam steps from the same
@@ -40,7 +40,7 @@ STEPS = 5
 
 
 def _run(precision: StepPrecision | None, steps: int = STEPS) -> tuple[list[float], torch.Tensor]:
-    """``steps`` Adam steps of the tiny model on batches of 2 tiny frames: the losses and the final weights."""
+    """``steps`` Adam steps of the tiny model on batches of 2 tiny frames: the losses, the final weights."""
     records = tiny_records(2 * steps)
     model = PointGNN(TINY_MODEL, generator=torch.Generator().manual_seed(0)).train()
     optimizer = make_optimizer("adam", list(model.parameters()), 0.01, {})
