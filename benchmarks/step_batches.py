@@ -25,7 +25,7 @@ from pgnn.nn.model import PointGNN
 from pgnn.training.batches import TrainBatch, collate_records
 from pgnn.training.distributed import Dist
 from pgnn.training.live import IntervalStats
-from pgnn.training.precision import StepPrecision
+from pgnn.training.precision import FP32, StepPrecision
 from pgnn.training.schedule import learning_rate
 from pgnn.training.step import train_step
 from pgnn.training.tf1_optim import make_optimizer
@@ -80,7 +80,7 @@ def make_step(
     recipe: Recipe,
     model: torch.nn.Module,
     device: torch.device,
-    precision: StepPrecision | None = None,
+    precision: StepPrecision = FP32,
 ) -> Callable[[TrainBatch, int], IntervalStats]:
     """``step(batch, k)``: step k of the recipe's schedule on ``batch`` (moved to ``device``); returns its
     stats (loss terms: ``stats.data_terms``, ``stats.reg``)."""
