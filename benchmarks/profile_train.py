@@ -40,7 +40,8 @@ WARMUP = 3
 
 
 def loadavg() -> str:
-    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__().strip("[]").replace("'", "")
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def _setup(threads: int):  # noqa: ANN202
@@ -102,15 +103,16 @@ def main() -> int:
         print(profile(args.threads, args.steps or 10, args.rows))
         return 0
     steps = args.steps or 20
-    print(f"{PRESET} training step, median of {steps} steps; ms a step (CPU ms) [loadavg 1/5/15 min at start]")
+    print(f"{PRESET} training step, median of {steps} steps: ms a step (CPU ms) [loadavg at start]")
     for r in range(args.rounds):
         for name, threads, env in SETTINGS:
             load = loadavg()
             child_env = {**os.environ, "OMP_NUM_THREADS": str(threads), **env}
             if not env:
                 child_env.pop("OMP_WAIT_POLICY", None)
+            job = json.dumps({"threads": threads, "steps": steps})
             proc = subprocess.run(
-                [sys.executable, __file__, "threads", "--one", json.dumps({"threads": threads, "steps": steps})],
+                [sys.executable, __file__, "threads", "--one", job],
                 capture_output=True,
                 text=True,
                 env=child_env,
