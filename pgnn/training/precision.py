@@ -139,6 +139,11 @@ class _EagerFallback(torch.nn.Module):
                 self._compiled = None
         return self.module(*args, **kwargs)
 
+    @property
+    def compiled(self) -> bool:
+        """False once compiling has failed and the module runs eagerly."""
+        return self._compiled is not None
+
     def no_sync(self) -> contextlib.AbstractContextManager[Any]:
         """DDP's ``no_sync`` of the wrapped module (accumulation micro-batches)."""
         return self.module.no_sync()

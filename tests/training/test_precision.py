@@ -115,4 +115,5 @@ def test_compile_failure_falls_back_to_eager(
         assert torch.equal(wrapped(x), model(x))
         assert torch.equal(wrapped(x), model(x))  # the second call goes straight to eager
     assert sum("torch.compile failed" in r.getMessage() for r in caplog.records) == 1
+    assert wrapped.compiled is False
     assert compile_model(model, False) is model
