@@ -7,7 +7,8 @@
   golden reference cases of test_train_step_reference.py check today's numbers against TF);
 * fp16 on CPU is refused with a one-line ParamsError naming ``train.precision``;
 * both fields are part of the training run key (they change the weights);
-* ``compile``: a compiler failure falls back to eager with a warning and the eager result.
+* ``compile``: a compiler failure falls back to eager with a warning and the eager result;
+* the training loop runs bf16 with ``compile`` (its compiler failing) to a float32 checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_loop import LOSS, META, TINY_MODEL, tiny_records
+from test_loop import LOSS, META, TINY_MODEL, final_state, tiny_records, tiny_train_config
 
 from pgnn.config.params import Params
 from pgnn.config.presets import resolve
@@ -117,3 +118,19 @@ def test_compile_failure_falls_back_to_eager(
     assert sum("torch.compile failed" in r.getMessage() for r in caplog.records) == 1
     assert wrapped.compiled is False
     assert compile_model(model, False) is model
+
+
+def test_the_loop_trains_bf16_compiled_with_the_fallback(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: broken)
+    cfg = tiny_train_config(max_steps=3, precision="bf16", compile=True)
+    with caplog.at_level(logging.WARNING):
+        final = train(tiny_records(6), TINY_MODEL, cfg, LOSS, tmp_path / "ckpt", meta=META)
+    ckpt = final_state(final)
+    assert ckpt["step"] == 3 and ckpt["train_config"]["precision"] == "bf16"
+    assert all(v.dtype == torch.float32 for v in ckpt["model"].values() if v.is_floating_point())
+    assert sum("torch.compile failed" in r.getMessage() for r in caplog.records) == 1
