@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the reference step-0 gradient",
     )
     step.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    step.add_argument(
+        "--device", default="cpu", help="cpu (default) or cuda: where the model runs (the same comparisons)"
+    )
     step.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 
@@ -75,11 +78,15 @@ def run(args: argparse.Namespace) -> int:
         max_steps=args.steps,
         forced=not args.no_forced,
         forced_only=args.forced_only,
+        device=args.device,
     )
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"{result['case']}: {result['steps']} steps of {result['optimizer']}, lr {result['lr']}")
+    print(
+        f"{result['case']}: {result['steps']} steps of {result['optimizer']}, lr {result['lr']}, "
+        f"on {result['device']}"
+    )
     for key in _HEADLINE:
         print(f"  {key:15s} {_fmt(result[key])}")
     print("  compared: " + "; ".join(result["compared"]))

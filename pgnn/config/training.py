@@ -159,6 +159,14 @@ class TrainConfig(BaseModel):
     ``val/...`` next to the losses); None: no validation during training."""
     eval_frames: Int = Field(32, ge=1, le=MAX_FRAMES)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["fp32", "tf32", "bf16", "fp16"] = "fp32"
+    """Numerics of the training step (:mod:`pgnn.training.precision`): ``fp32`` the seed's numbers (TF32 off);
+    ``tf32`` TF32 matmuls on Ampere and later GPUs (elsewhere fp32); ``bf16`` autocast to bfloat16 (CUDA and
+    CPU); ``fp16`` autocast to float16 with a grad scaler (CUDA only). The max aggregation and the losses stay
+    float32, the weights too. Part of the run key: it changes the weights."""
+    compile: bool = False
+    """``torch.compile`` the model for training (falls back to eager with a warning where compiling fails).
+    Part of the run key: compiled kernels round differently."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from pgnn.config.network import LossConfig
+from pgnn.nn.segment import at_least_float32
 
 
 class LossNormaliser(NamedTuple):
@@ -255,7 +256,8 @@ def compute_loss(
     normaliser: LossNormaliser | None = None,
     frame_index: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Point-GNN's loss terms on one micro-batch, normalised by the step's global counts.
+    """Point-GNN's loss terms on one micro-batch, normalised by the step's global counts; in float32
+    (half-precision ``logits`` and ``box_pred`` from autocast are cast first).
 
     Args:
         logits: class logits of the last level's vertices.
@@ -278,6 +280,7 @@ def compute_loss(
     Shapes: logits (N, C), box_pred (N, C, D), cls_labels (N,) int64, box_targets (N, D), valid (N,) bool,
         frame_index (N,) int64
     """
+    logits, box_pred = at_least_float32(logits), at_least_float32(box_pred)  # autocast's: losses in float32
     n, num_classes = logits.shape
     valid = valid.to(torch.bool)
     cls_labels = cls_labels.to(torch.int64)

@@ -67,6 +67,14 @@ def destination_chunks(edge_index: Tensor, num_dst: int, max_edges: int) -> list
     return chunks
 
 
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def at_least_float32(t: Tensor) -> Tensor:
+    """``t`` in float32 when it is float16 or bfloat16 (autocast's outputs), else ``t`` itself (no copy)."""
+    return t.float() if t.dtype in _HALF_DTYPES else t
+
+
 # Below this many (edge x channel) entries, a float32 sum of 0/1 values is exact (2^24).
 _EXACT_FLOAT32_COUNT = 1 << 24
 
@@ -106,11 +114,13 @@ def segment_max(values: Tensor, index: Tensor, num_dst: int) -> Tensor:
     agrees except where the max is exactly 0: it counts the excluded initial 0 as one more tie.) The
     backward pass saves no (E, H) tensor besides ``values`` itself; on CPU it counts ties only when there are
     any (more winners than (non-empty destination, channel) pairs), elsewhere always (no host sync).
+    Half-precision values (autocast) are cast to float32 first: the tie counts are sums of 0/1 values, which
+    float16 and bfloat16 cannot hold exactly; the result is then float32.
 
     Shapes:
         values: (E, H), index: (E,) int64 in [0, num_dst) -> (num_dst, H)
     """
-    return _SegmentMax.apply(values, index, num_dst)
+    return _SegmentMax.apply(at_least_float32(values), index, num_dst)
 
 
 class _RelativeEdgeLayer(torch.autograd.Function):
@@ -158,10 +168,12 @@ def relative_edge_layer(
     ``pre[e] = vertex_part[j] + (coord[j] - center[i]) @ w_rel_t`` for edge e = (j, i): the values of
     gathering and ``addmm``. The backward pass sums the gradient per destination before multiplying by the
     (H, 3) weight, instead of an (E, H) @ (H, 3) product (slow in MKL), and the weight gradient is the fast
-    (3, E) @ (E, H).
+    (3, E) @ (E, H). It computes in float32 when ``vertex_part`` is half precision (autocast): coordinate
+    differences and the per-destination gradient sums need float32's mantissa.
 
     Shapes:
         vertex_part: (N_src, H), coord: (N_src, 3), center: (N_dst, 3), w_rel_t: (3, H),
         edge_index: (2, E) [0] = source j, [1] = destination i -> (E, H)
     """
+    vertex_part = at_least_float32(vertex_part)
     return _RelativeEdgeLayer.apply(vertex_part, coord, center, w_rel_t, edge_index[0], edge_index[1])

@@ -75,6 +75,7 @@ from pgnn.training.step import train_step
 from pgnn.training.tf1_optim import make_optimizer
 
 LOSS_TERMS = ("cls", "loc", "reg", "total")
+CPU = torch.device("cpu")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -102,15 +103,19 @@ def setup_from_original(config_path: str | Path, train_config_path: str | Path) 
     )
 
 
-def _fresh_model(setup: Setup, names: Mapping[str, str], init: Mapping[str, np.ndarray]) -> PointGNN:
-    model = PointGNN(setup.model)
+def _fresh_model(
+    setup: Setup, names: Mapping[str, str], init: Mapping[str, np.ndarray], device: torch.device
+) -> PointGNN:
+    model = PointGNN(setup.model).to(device)
     load_tf_weights(model, names, init)
     return model
 
 
 def _norms(model: PointGNN, names: Mapping[str, str]) -> dict[str, float]:
     params = dict(model.named_parameters())
-    return {tf: float(np.linalg.norm(params[key].detach().double().numpy())) for tf, key in names.items()}
+    return {
+        tf: float(np.linalg.norm(params[key].detach().cpu().double().numpy())) for tf, key in names.items()
+    }
 
 
 def _norm_rel(history: list[dict[str, float]], arrays: Mapping[str, np.ndarray], prefix: str) -> float | None:
@@ -141,6 +146,7 @@ def _run_on_reference_gradients(
     source: Path,
     batch: TrainBatch | None = None,
     only: frozenset[str] | None = None,
+    device: torch.device = CPU,
 ) -> float | None:
     """Steps 0..steps-1 from ``init`` where each step whose reference gradient is stored (``grad/`` for step
     0, ``grad_step<k>/`` for step k) applies pgnn's optimiser and schedule to it, and, given ``batch``, each
@@ -149,18 +155,18 @@ def _run_on_reference_gradients(
     pgnn's own. Returns the max rel of the final weights (``final/``) and of the per-step norms
     (``steps/param_norm/``).
     """
-    model = _fresh_model(setup, names, init)
+    model = _fresh_model(setup, names, init, device)
     params = dict(model.named_parameters())
     own_first: dict[str, np.ndarray] = {}
     if only is not None:
         if batch is None:
             raise ValueError("only= needs the batch (pgnn's own step-0 gradient of the other variables)")
-        scratch = _fresh_model(setup, names, init)
+        scratch = _fresh_model(setup, names, init, device)
         scratch_opt = make_optimizer(
             setup.train.optimizer, list(scratch.parameters()), 0.0, setup.train.optimizer_kwargs
         )
         stats = IntervalStats(setup.model.num_classes, setup.model.box_encoding_len)
-        dist0 = Dist(rank=0, world_size=1, device=torch.device("cpu"), owns_group=False)
+        dist0 = Dist(rank=0, world_size=1, device=device, owns_group=False)
         reg = regularized_parameters(scratch)
         train_step(scratch, scratch_opt, [batch], reg, setup.loss, 0.0, dist0, stats, 0)
         scratch_params = dict(scratch.named_parameters())
@@ -169,7 +175,7 @@ def _run_on_reference_gradients(
         setup.train.optimizer, list(model.parameters()), setup.train.initial_lr, setup.train.optimizer_kwargs
     )
     reg_params = regularized_parameters(model)
-    dist = Dist(rank=0, world_size=1, device=torch.device("cpu"), owns_group=False)
+    dist = Dist(rank=0, world_size=1, device=device, owns_group=False)
     history = [_norms(model, names)]
     for k in range(steps):
         prefix = "grad/" if k == 0 else f"grad_step{k}/"
@@ -185,7 +191,7 @@ def _run_on_reference_gradients(
                 if g is None:
                     g = need(arrays, prefix + tf, source, f" (the reference gradient of step {k})")
                 g = g.T if tf.endswith("/weights") else g
-                params[key].grad = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32))
+                params[key].grad = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32)).to(device)
             optimizer.step()
         history.append(_norms(model, names))
     final = [
@@ -203,6 +209,7 @@ def check_train_step(
     max_steps: int | None = None,
     forced: bool = True,
     forced_only: Sequence[str] = (),
+    device: str | torch.device = "cpu",
 ) -> dict[str, Any]:
     """Run pgnn's training step on a reference case and compare (see the module docstring).
 
@@ -211,7 +218,9 @@ def check_train_step(
     then not compared). ``forced``: also report ``forced_rel`` (see the module docstring).
     ``forced_only``: also report ``forced_only_rel``, the same run where only these variables (TF names) take
     the reference step-0 gradient and all others pgnn's own (which variable's float noise drives the rest).
+    ``device``: where the model and the batch live (``cuda``: the same comparisons, and bounds, as on CPU).
     """
+    device = torch.device(device)
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 (step 0 gives the compared gradients), got {max_steps}")
     started = time.perf_counter()
@@ -228,9 +237,9 @@ def check_train_step(
         raise DataError(
             case_path, "expected input/* arrays in the case, or an --inputs npz that has them, got neither"
         )
-    batch = case_batch(batch_arrays, batch_source)
+    batch = case_batch(batch_arrays, batch_source).to(device)
 
-    model = PointGNN(setup.model)
+    model = PointGNN(setup.model).to(device)
     names = tf_variable_names(setup.model)
     shapes = tf_shapes(model, names)
     stored = {k[len("init/") :] for k in arrays if k.startswith("init/")}
@@ -270,7 +279,7 @@ def check_train_step(
         setup.train.optimizer, list(model.parameters()), setup.train.initial_lr, setup.train.optimizer_kwargs
     )
     reg_params = regularized_parameters(model)
-    dist = Dist(rank=0, world_size=1, device=torch.device("cpu"), owns_group=False)
+    dist = Dist(rank=0, world_size=1, device=device, owns_group=False)
     model.train()
 
     lrs: list[float] = []
@@ -354,11 +363,15 @@ def check_train_step(
 
     replay_rel = None
     if any(k.startswith("grad_step") for k in arrays):
-        replay_rel = _run_on_reference_gradients(setup, names, init, arrays, len(ref_lrs), case_path)
+        replay_rel = _run_on_reference_gradients(
+            setup, names, init, arrays, len(ref_lrs), case_path, device=device
+        )
         compared.append("replay: pgnn's optimizer on grad/ and grad_step<k>/ vs final/ and param norms")
     forced_rel = None
     if forced and steps == len(ref_lrs) > 1 and len(grad_keys) == len(names) and final_keys:
-        forced_rel = _run_on_reference_gradients(setup, names, init, arrays, steps, case_path, batch)
+        forced_rel = _run_on_reference_gradients(
+            setup, names, init, arrays, steps, case_path, batch, device=device
+        )
         compared.append(
             "forced: pgnn's optimizer on grad/ for step 0, then pgnn's own steps, vs final/ and param norms"
         )
@@ -372,7 +385,7 @@ def check_train_step(
                 f"unknown or without grad/: {unknown[:5]}"
             )
         forced_only_rel = _run_on_reference_gradients(
-            setup, names, init, arrays, steps, case_path, batch, only=frozenset(forced_only)
+            setup, names, init, arrays, steps, case_path, batch, only=frozenset(forced_only), device=device
         )
         compared.append(f"forced_only: the reference step-0 gradient for {len(forced_only)} variable(s) only")
 
@@ -407,5 +420,6 @@ def check_train_step(
         "step_grad_norm_rel": step_grad_norm_rel,
         "step_losses": losses,
         "compared": compared,
+        "device": str(device),
         "seconds": round(time.perf_counter() - started, 2),
     }

@@ -54,6 +54,7 @@ from pgnn.core.progress import Progress
 from pgnn.graphs.targets import method_class_names
 from pgnn.nn.checkpoint import checkpoint_name
 from pgnn.nn.losses import regularized_parameters
+from pgnn.training import precision
 from pgnn.training.batches import RecordDataset, RecordSource, batch_loader
 from pgnn.training.distributed import Dist, init_distributed
 from pgnn.training.live import (
@@ -181,6 +182,8 @@ def _loop(
     if dist.enabled:
         device_ids = [dist.device.index] if dist.device.type == "cuda" else None
         ddp_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    ddp_model = precision.compile_model(ddp_model, train_cfg.compile)
+    numerics = precision.step_precision(train_cfg.precision, dist.device)
     reg_params = regularized_parameters(model)
     live = None
     if dist.rank == 0 and live_dir is not None:
@@ -222,7 +225,8 @@ def _loop(
         t1 = time.perf_counter()
         lr = learning_rate(run.step, train_cfg)
         step_args = (reg_params, loss_cfg, lr, dist, stats, run.step, train_cfg.clip_grad_norm)
-        train_step(ddp_model, run.optimizer, micro, *step_args)
+        with precision.matmul_precision(train_cfg.precision, dist.device):
+            train_step(ddp_model, run.optimizer, micro, *step_args, precision=numerics)
         stats.add_time(t1 - t0, time.perf_counter() - t1)
         step_epoch = run.advance(per_epoch)
         if progress is not None:

@@ -1,0 +1,127 @@
+"""Profile of the default run's CPU training step (torch.profiler), and ms a step by thread setting.
+
+    .venv/bin/python benchmarks/profile_train.py profile [--steps 10] [--rows 15] [--threads 1]
+    .venv/bin/python benchmarks/profile_train.py threads [--steps 20] [--rounds 3]
+
+The step is the default run's: params.yaml's preset ``small_painted_car`` (the ``small`` network on painted
+``is`` inputs, batch 2, Adam), on synthetic painted frames (``pgnn.data.synthetic``, seed 0) through the
+pipeline's ``graph_record`` (the cached graphs it trains on: ``resample_graph`` is off), one call of
+``pgnn.training.step.train_step`` per step (forward, loss, backward, gradient norm, the TF1 Adam update): see
+``step_batches.py``.
+
+``profile``: a per-op table, the top ``--rows`` ops by self CPU time over ``--steps`` steps after 3 warm-up
+steps (``torch.profiler.profile(activities=[CPU])``), with the thread count set by ``--threads``.
+
+``threads``: ms a step (median over ``--steps`` steps after 3 warm-up steps) for each of: 1 thread;
+2 threads; 2 threads with ``OMP_WAIT_POLICY=PASSIVE``, each in its own process (OpenMP reads its environment
+at start), ``--rounds`` times interleaved, each row with ``/proc/loadavg`` at its start (the machine may be
+shared: compare rows of the same round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SETTINGS = (
+    ("1 thread", 1, {}),
+    ("2 threads", 2, {}),
+    ("2 threads, OMP_WAIT_POLICY=PASSIVE", 2, {"OMP_WAIT_POLICY": "PASSIVE"}),
+)
+FRAMES = 8
+PRESET = "small_painted_car"
+WARMUP = 3
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _setup(threads: int):  # noqa: ANN202
+    import torch
+    from step_batches import batches, frame_ids, make_model, make_step, recipe_of, records, synthetic_root
+
+    torch.set_num_threads(threads)
+    recipe = recipe_of(PRESET)
+    root = synthetic_root(FRAMES)
+    data = batches(records(root.name, recipe, frame_ids(root.name)), recipe.train.batch_size)
+    root.cleanup()
+    model = make_model(recipe, torch.device("cpu"))
+    step = make_step(recipe, model, torch.device("cpu"))
+    return data, step
+
+
+def time_steps(threads: int, steps: int) -> dict:
+    """Median ms a step (and the CPU ms) of ``steps`` steps after the warm-up, in this process."""
+    data, step = _setup(threads)
+    wall, cpu = [], []
+    for k in range(WARMUP + steps):
+        t, c = time.perf_counter(), time.process_time()
+        step(data[k % len(data)], k)
+        if k >= WARMUP:
+            wall.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+    return {"ms": statistics.median(wall), "cpu_ms": statistics.median(cpu), "min_ms": min(wall)}
+
+
+def profile(threads: int, steps: int, rows: int) -> str:
+    """The per-op table (top ``rows`` by self CPU time) of ``steps`` steps."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    data, step = _setup(threads)
+    for k in range(WARMUP):
+        step(data[k % len(data)], k)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for k in range(WARMUP, WARMUP + steps):
+            step(data[k % len(data)], k)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["profile", "threads"])
+    parser.add_argument("--steps", type=int, default=None, help="steps measured (profile 10, threads 20)")
+    parser.add_argument("--rows", type=int, default=15, help="profile: ops in the table")
+    parser.add_argument("--threads", type=int, default=1, help="profile: torch intra-op threads")
+    parser.add_argument("--rounds", type=int, default=3, help="threads: interleaved rounds of the settings")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: time one setting
+    args = parser.parse_args()
+    if args.one is not None:
+        job = json.loads(args.one)
+        print(json.dumps(time_steps(job["threads"], job["steps"])))
+        return 0
+    if args.mode == "profile":
+        print(f"{PRESET} training step, {args.threads} thread(s), loadavg {loadavg()}")
+        print(profile(args.threads, args.steps or 10, args.rows))
+        return 0
+    steps = args.steps or 20
+    print(f"{PRESET} training step, median of {steps} steps: ms a step (CPU ms) [loadavg at start]")
+    for r in range(args.rounds):
+        for name, threads, env in SETTINGS:
+            load = loadavg()
+            child_env = {**os.environ, "OMP_NUM_THREADS": str(threads), **env}
+            if not env:
+                child_env.pop("OMP_WAIT_POLICY", None)
+            job = json.dumps({"threads": threads, "steps": steps})
+            proc = subprocess.run(
+                [sys.executable, __file__, "threads", "--one", job],
+                capture_output=True,
+                text=True,
+                env=child_env,
+                check=True,
+            )
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            print(f"round {r + 1}  {name:<36} {res['ms']:7.1f} ({res['cpu_ms']:6.1f})  [{load}]", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
