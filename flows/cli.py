@@ -107,6 +107,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     check_params(args.params)
     stages = tuple(args.stages)
     own_api = user_api_url() is not None
+    if args.flow != "full":  # another flow's stale stages: one line here, before Prefect starts
+        from pgnn.pipeline.record import check_upstream
+
+        check_upstream(args.params, args.root, stages, FLOW_STAGES[args.flow])
     if not args.always_run:
         from pgnn.pipeline.record import pending
 

@@ -40,10 +40,9 @@ from flows import PREPROCESS_STAGES, SHARD_STAGES, STAGES, TRAIN_EVALUATE_STAGES
 from flows.runners import RunnerKind, has_api_url, make_task_runner
 from flows.tasks import build_shard, publish_ap, stage_task
 from pgnn.config.params import load_params
-from pgnn.core.errors import DataError
 from pgnn.core.shards import ShardPlan, ShardTask, finalize_plan, pending_tasks, record_shard
 from pgnn.pipeline.lockfile import repair_lock
-from pgnn.pipeline.record import project_paths, record, stale_items, work_plan
+from pgnn.pipeline.record import project_paths, record, refuse_stale_upstream, stale_items, work_plan
 from pgnn.pipeline.runner import item_of, load_stage_params, stage_items
 from pgnn.pipeline.stages import Layout
 
@@ -182,13 +181,8 @@ def run_stages(
         if not recorded and name not in (*stages, "params"):
             continue  # no record to tell whether an upstream stage is stale: the caller asked for these
         if name not in mine:
-            foreign = stale_items(layout.root, targets) if recorded else []
-            if foreign:
-                raise DataError(
-                    layout.root / "dvc.lock",
-                    f"stale upstream stages {', '.join(foreign)}: run them first (`dvc repro`, the "
-                    "pgnn-preprocess deployment or the pgnn-full flow)",
-                )
+            if recorded:
+                refuse_stale_upstream(layout, targets)
             continue
         todo = stale_items(layout.root, targets) if recorded else targets
         if not todo:

@@ -95,3 +95,35 @@ def pending(
         return None
     repair_lock(layout.root)
     return stale_items(layout.root, [it.target for it in stage_items(work_plan(path, layout.root, stages))])
+
+
+def refuse_stale_upstream(layout: Layout, targets: Sequence[str]) -> None:
+    """Raise a :class:`DataError` naming the ``targets`` (upstream items another flow runs) that ``dvc
+    status`` calls stale; nothing when all are current."""
+    stale = stale_items(layout.root, targets)
+    if stale:
+        raise DataError(
+            layout.root / "dvc.lock",
+            f"stale upstream stages {', '.join(stale)}: run them first (`dvc repro`, the pgnn-preprocess "
+            "deployment or the pgnn-full flow)",
+        )
+
+
+def check_upstream(
+    params_path: str | Path, project_root: str | Path | None, stages: Sequence[str], allowed: Sequence[str]
+) -> None:
+    """Before a flow that runs only ``allowed`` starts: bring the ``params`` stage up to date (run and record
+    it, as the flow would first), then refuse (:func:`refuse_stale_upstream`) when a stage upstream of
+    ``stages`` outside ``allowed`` is stale. Nothing outside DVC's record."""
+    from pgnn.pipeline.runner import item_of, load_stage_params, run_item
+
+    path, layout, recorded = project_paths(params_path, project_root)
+    if not recorded:
+        return
+    repair_lock(layout.root)
+    if stale_items(layout.root, ["params"]):
+        it = item_of("params")
+        run_item(it, layout, load_stage_params(it.stage, layout, path))
+        record(layout.root, ["params"])
+    names = [n for n in work_plan(path, layout.root, stages) if n not in {"params", *allowed}]
+    refuse_stale_upstream(layout, [it.target for it in stage_items(names)])

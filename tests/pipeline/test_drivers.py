@@ -126,6 +126,26 @@ def test_dvc_repro_and_the_full_flow_give_the_same_bytes(clones: dict[str, Path]
     assert max(gaps) < 30, f"a flow step was silent for {max(gaps):.1f} s"
 
 
+def test_train_evaluate_refuses_stale_preprocessing_in_one_line(clones: dict[str, Path]) -> None:
+    """The GPU pool's flow never preprocesses: a changed graph param makes graphs stale, and it says so
+    before Prefect starts (the params stage, which every flow runs, is brought up to date and recorded)."""
+    flow = clones["flow"]
+    set_params(flow / "params.yaml", {"graph": {"seed": 5}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows", "--flow", "train-evaluate"],
+        cwd=flow,
+        env=tool_env() | {"PREFECT_HOME": str(flow / ".prefect")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("python -m flows: error: ") and "stale upstream stages graphs@train" in line, line
+    assert "Beginning flow run" not in proc.stdout + proc.stderr  # no Prefect server, no flow run
+    assert dvc_in(flow, "status", "params").stdout.strip().endswith("up to date.")
+
+
 def fresh_run(project: Path, dest: Path) -> dict[str, bytes]:
     """The train stage's outputs of a fresh run of ``project``'s params: its preprocessed data copied, no
     checkpoints, then ``params`` and ``train`` through the one wiring."""
