@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from pgnn.core.errors import DataError
+from pgnn.core.errors import DataError, WriteError
 from pgnn.core.io import atomic_dir, write_json_atomic
 from pgnn.core.lock import exclusive_lock
 
@@ -219,4 +219,10 @@ def replace_folder(
         clean_stale_siblings(dest)
         with atomic_dir(dest) as tmp:
             write_marker(tmp, maker)
-            yield tmp
+            try:
+                yield tmp
+            except WriteError as e:  # name the file at its final place, not inside the temporary folder
+                if not Path(e.path).is_relative_to(tmp):
+                    raise
+                where = dest / Path(e.path).relative_to(tmp)
+                raise WriteError(where, f"{e.message}; {dest} left unchanged", errno=e.errno) from e
