@@ -52,7 +52,7 @@ CASES: list[tuple[str, set[str], Case]] = [
     ("predict", {"out"}, lambda f: _predict(f, "--out", str(f))),
     ("predict", {"out"}, lambda f: _predict(f, "--out", str(f / ".git"))),
     ("predict", {"out"}, lambda f: _predict(f, "--out", str(f / "src"), "--force")),  # --force: not the ckpt
-    ("predict", {"timings_json"}, lambda f: _predict(f, "--out", _in(f, "x"), "--timings-json", _in(f, "a.md"))),
+    ("predict", {"timings_json"}, lambda f: _predict(f, "--out", _in(f, "x"), "--timings-json", f"{f}/a.md")),
     ("train", {"params"}, lambda f: ["train", "--params", str(f / "params.yaml")]),
     ("checkpoints", {"prune"}, lambda f: ["checkpoints", str(f), "--prune"]),
     ("checkpoints", {"prune"}, lambda f: ["checkpoints", str(f / "data"), "--prune"]),
