@@ -51,7 +51,8 @@ def prune(folder: Path, found: list[tuple[str, int, float]], keep: set[str]) -> 
     import shutil
 
     from pgnn.core.lock import exclusive_lock
-    from pgnn.training.run_folder import LOCK, foreign_entries, is_run_folder
+    from pgnn.core.outputs import lock_path
+    from pgnn.training.run_folder import foreign_entries, is_run_folder
 
     for key, _, _ in found:
         path = folder / key
@@ -62,7 +63,7 @@ def prune(folder: Path, found: list[tuple[str, int, float]], keep: set[str]) -> 
             why = f"it holds {', '.join(other[:3])}" if other else "it has no .pgnn-output marker"
             print(f"left {path}: not a pgnn run folder ({why})")
             continue
-        with exclusive_lock(path / LOCK, about=path):
+        with exclusive_lock(lock_path(path), about=path):
             shutil.rmtree(path)
         print(f"removed {path}")
 

@@ -12,7 +12,8 @@ import pytest
 
 from pgnn.cli import main as cli_main
 from pgnn.core.lock import exclusive_lock
-from pgnn.training.run_folder import LOCK, is_run_folder, run_folder_lock
+from pgnn.core.outputs import lock_path
+from pgnn.training.run_folder import is_run_folder, run_folder_lock
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -23,7 +24,7 @@ def tree(root: Path) -> dict[str, str]:
 
 
 def run_folder(root: Path, key: str, step: int, age: float) -> Path:
-    """A run folder as training leaves it (claimed: marker and lock file), its checkpoint ``age`` s old."""
+    """A run folder as training leaves it (claimed: its marker), its checkpoint ``age`` s old."""
     with run_folder_lock(root / key) as folder:
         ckpt = folder / f"ckpt-{step:08d}.pt"
         ckpt.write_bytes(b"PK\x05\x06" + b"\0" * 18)
@@ -84,7 +85,7 @@ def test_prune_refuses_a_run_that_is_being_trained(
     root = tmp_path / "checkpoints"
     busy = run_folder(root, "aaaa1111", 2, age=100)
     run_folder(root, "bbbb2222", 4, age=10)
-    with exclusive_lock(busy / LOCK, "pgnn train --params P.yaml"):
+    with exclusive_lock(lock_path(busy), "pgnn train --params P.yaml"):
         assert cli_main(["checkpoints", str(root), "--prune"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == [
