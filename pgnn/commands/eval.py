@@ -103,6 +103,8 @@ def warn(message: str) -> None:
     print(f"pgnn eval: warning: {message}", file=sys.stderr)
 
 
+CURVES_MAKER = "pgnn eval --curves"
+"""The marker's ``made_by`` of a ``--curves`` folder."""
 _RESULT_KEY = re.compile(r"[^/]+/[^/]+/(easy|moderate|hard)/R(40|11)")
 
 
@@ -119,9 +121,6 @@ def check_outputs(args: argparse.Namespace) -> None:
         check_output_file(args.json_out, force=args.force, inputs=inputs, ours=is_eval_results)
     if args.curves:
         check_output_folder(args.curves, CURVES_MAKER, force=args.force, inputs=inputs)
-
-
-CURVES_MAKER = "pgnn eval --curves"
 
 
 def run(args: argparse.Namespace) -> int:

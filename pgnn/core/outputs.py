@@ -76,9 +76,12 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def input_conflict(dest: str | Path, inputs: Iterable[str | Path]) -> Path | None:
-    """The first of ``inputs`` that ``dest`` is, lies inside, or holds (None: no conflict)."""
+    """The first existing path of ``inputs`` that ``dest`` is, lies inside, or holds (None: no conflict; an
+    input that does not exist has nothing to lose, and its reader names it)."""
     out = _resolved(dest)
     for given in inputs:
+        if not os.path.lexists(given):
+            continue
         path = _resolved(given)
         if _same(Path(dest), Path(given)) or out.is_relative_to(path) or path.is_relative_to(out):
             return Path(given)
