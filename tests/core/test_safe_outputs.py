@@ -18,6 +18,7 @@ import pytest
 
 from pgnn.cli import main as cli_main
 from pgnn.core.errors import WriteError
+from pgnn.core.lock import LockedError
 from pgnn.core.outputs import (
     MARKER,
     OutputError,
@@ -168,6 +169,17 @@ def test_what_a_killed_writer_left_is_tidied_only_when_pgnn_marked_it(tmp_path: 
     with pytest.raises(RuntimeError), replace_folder(dest, "pgnn test"):
         raise RuntimeError("fails")
     assert (dest / "a.txt").read_text() == "second\n" and not old.exists()  # put back
+
+
+def test_a_second_writer_of_a_folder_is_refused_at_once(tmp_path: Path) -> None:
+    dest = tmp_path / "predictions"
+    with replace_folder(dest, "pgnn predict") as tmp:
+        (tmp / "000000.txt").write_text("first\n")
+        with pytest.raises(LockedError) as info, replace_folder(dest, "pgnn predict"):
+            pass
+        assert str(info.value).startswith(f"{dest}: expected no other pgnn writer, pid {os.getpid()} ")
+    assert (dest / "000000.txt").read_text() == "first\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions"]  # the lock file is elsewhere
 
 
 # ----------------------------------------------------------------------------------------------------------
