@@ -78,13 +78,15 @@ def _same(a: Path, b: Path) -> bool:
 def input_conflict(dest: str | Path, inputs: Iterable[str | Path]) -> Path | None:
     """The first existing path of ``inputs`` that ``dest`` is, lies inside, or holds (None: no conflict; an
     input that does not exist has nothing to lose, and its reader names it)."""
-    out = _resolved(dest)
     for given in inputs:
         if not os.path.lexists(given):
             continue
-        path = _resolved(given)
-        if _same(Path(dest), Path(given)) or out.is_relative_to(path) or path.is_relative_to(out):
+        if _same(Path(dest), Path(given)):
             return Path(given)
+        for view in (_resolved, os.path.abspath):  # the links followed, and as written (a linked label_2/)
+            out, path = Path(view(dest)), Path(view(given))
+            if out.is_relative_to(path) or path.is_relative_to(out):
+                return Path(given)
     return None
 
 

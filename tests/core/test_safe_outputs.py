@@ -101,6 +101,11 @@ def test_never_onto_an_input_even_with_force(tmp_path: Path) -> None:
         with pytest.raises(OutputError, match=f"it would overwrite {scan}; choose another path"):
             check_output_file(dest, force=True, inputs=[scan])
     check_output_folder(root / "results", "pgnn predict", inputs=inputs)  # beside the inputs: fine
+    linked = tmp_path / "linked"  # a root of links to the real folders (tests/pipeline/test_train_command.py)
+    (linked / "training").mkdir(parents=True)
+    (linked / "training" / "label_2").symlink_to(root / "training" / "label_2")
+    with pytest.raises(OutputError, match=f"it would overwrite {linked / 'training'};"):
+        check_output_folder(linked / "training" / "label_2", "x", force=True, inputs=[linked / "training"])
 
 
 def test_a_lone_file_is_replaced_only_when_recognised_or_forced(tmp_path: Path) -> None:
