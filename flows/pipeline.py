@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.context import get_run_context
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -40,6 +41,7 @@ from flows import PREPROCESS_STAGES, SHARD_STAGES, STAGES, TRAIN_EVALUATE_STAGES
 from flows.runners import RunnerKind, has_api_url, make_task_runner
 from flows.tasks import build_shard, publish_ap, stage_task
 from pgnn.config.params import load_params
+from pgnn.core.lock import project_lock
 from pgnn.core.shards import ShardPlan, ShardTask, finalize_plan, pending_tasks, record_shard
 from pgnn.pipeline.lockfile import repair_lock
 from pgnn.pipeline.record import project_paths, record, refuse_stale_upstream, stale_items, work_plan
@@ -160,55 +162,71 @@ def run_stages(
     dask_address: str | None = None,
     max_workers: int | None = None,
 ) -> dict[str, Any]:
-    """Run ``stages`` and the stages upstream of them (:func:`work_plan`), in the table's order: each
-    stage's stale items (``dvc status`` just before its turn, since an upstream stage that ran may have
-    changed its inputs), then ``dvc commit`` of them. A stale upstream stage outside ``allowed`` (the other
-    deployment's, ``params`` excepted: every flow validates and resolves params.yaml) stops the run with one
-    line naming it. Without DVC's record, the asked-for stages (and ``params``) run, each content-keyed.
-    Returns what each item did."""
+    """Run ``stages`` and the stages upstream of them (:func:`work_plan`), in the table's order, holding the
+    project's lock (one writer of its outputs at a time): each stage's stale items (``dvc status`` just
+    before its turn, since an upstream stage that ran may have changed its inputs), then ``dvc commit`` of
+    them. A stale upstream stage outside ``allowed`` (the other deployment's, ``params`` excepted: every
+    flow validates and resolves params.yaml) stops the run with one line naming it. Without DVC's record,
+    the asked-for stages (and ``params``) run, each content-keyed. Returns what each item did."""
     logger = get_run_logger()
     path, layout, recorded = project_paths(params_path, project_root)
     if recorded:
         repair_lock(layout.root)
     else:
-        logger.warning(
-            f"{layout.root}: no DVC record (not a DVC project, or not its params.yaml): running all"
-        )
-    mine = {"params", *allowed}
+        logger.warning(f"{layout.root}: no DVC record (not a DVC project or not its params.yaml): run all")
+    shards = {"task_runner": task_runner, "dask_address": dask_address, "max_workers": max_workers}
     summary: dict[str, Any] = {}
-    for name in work_plan(path, layout.root, stages):
-        targets = [it.target for it in stage_items([name])]
-        if not recorded and name not in (*stages, "params"):
-            continue  # no record to tell whether an upstream stage is stale: the caller asked for these
-        if name not in mine:
+    with project_lock(layout.root, f"prefect flow {get_run_context().flow_run.name}"):
+        for name in work_plan(path, layout.root, stages):
+            targets = [it.target for it in stage_items([name])]
+            if not recorded and name not in (*stages, "params"):
+                continue  # no record to tell whether an upstream stage is stale: the caller asked for these
+            if name not in {"params", *allowed}:
+                if recorded:
+                    refuse_stale_upstream(layout, targets)
+                continue
+            todo = stale_items(layout.root, targets) if recorded else targets
+            if not todo:
+                logger.info(f"{name}: current ({', '.join(targets)})")
+                summary |= {t: "current" for t in targets}
+                continue
+            summary |= run_stage_items(name, todo, path, layout, **shards)
             if recorded:
-                refuse_stale_upstream(layout, targets)
-            continue
-        todo = stale_items(layout.root, targets) if recorded else targets
-        if not todo:
-            logger.info(f"{name}: current ({', '.join(targets)})")
-            summary |= {t: "current" for t in targets}
-            continue
-        logger.info(f"{name}: running {', '.join(todo)}")
-        if name in SHARD_STAGES:
-            if task_runner != "threads" and not has_api_url():
-                logger.warning(
-                    f"task_runner={task_runner!r} without PREFECT_API_URL: each worker process starts its "
-                    "own ephemeral API server (slow): start one, or use `python -m flows` (it shares one)"
-                )
-            workers = max_workers or load_params(path).data.workers
-            runner = make_task_runner(task_runner, workers, dask_address)
-            summary |= shards_flow.with_options(task_runner=runner)(str(path), str(layout.root), todo)
-        else:
-            for target in todo:
-                stage_task(target, str(layout.root), str(path))
-                summary[target] = "ran"
-        if recorded:
-            record(layout.root, todo)
-        if name == "evaluate":
-            results = json.loads(layout.path("eval_metrics").read_text())
-            publish_ap(results, str(layout.path("predictions", "val")))
-            summary["ap"] = json.loads(layout.path("ap").read_text())
+                record(layout.root, todo)
+    return summary
+
+
+def run_stage_items(
+    name: str,
+    targets: list[str],
+    params_path: Path,
+    layout: Layout,
+    task_runner: RunnerKind,
+    dask_address: str | None,
+    max_workers: int | None,
+) -> dict[str, Any]:
+    """Run the items ``targets`` of stage ``name``: a shard stage's shards fanned out on the task runner
+    (:func:`shards_flow`), any other item as one :func:`stage_task`; after ``evaluate``, its AP table as
+    the run's artifacts."""
+    logger = get_run_logger()
+    logger.info(f"{name}: running {', '.join(targets)}")
+    if name in SHARD_STAGES:
+        if task_runner != "threads" and not has_api_url():
+            logger.warning(
+                f"task_runner={task_runner!r} without PREFECT_API_URL: each worker process starts its own "
+                "ephemeral API server (slow): start one, or use `python -m flows` (it shares one)"
+            )
+        workers = max_workers or load_params(params_path).data.workers
+        runner = make_task_runner(task_runner, workers, dask_address)
+        return shards_flow.with_options(task_runner=runner)(str(params_path), str(layout.root), targets)
+    for target in targets:
+        stage_task(target, str(layout.root), str(params_path))
+    summary: dict[str, Any] = {t: "ran" for t in targets}
+    if name == "evaluate":
+        publish_ap(
+            json.loads(layout.path("eval_metrics").read_text()), str(layout.path("predictions", "val"))
+        )
+        summary["ap"] = json.loads(layout.path("ap").read_text())
     return summary
 
 

@@ -14,6 +14,7 @@ detections score (n - 1) / 40) rather than measuring precision.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,13 @@ from pathlib import Path
 from pgnn.core.errors import DataError
 from pgnn.core.ids import parse_frame_ids
 from pgnn.core.io import write_json_atomic
+from pgnn.core.outputs import (
+    FORCE_HELP,
+    check_output_file,
+    check_output_folder,
+    json_object_with_keys,
+    replace_folder,
+)
 from pgnn.data.kitti import read_split
 from pgnn.eval.kitti import (
     CLASSES,
@@ -50,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="count a frame without a result file as no detections (default: an error)",
     )
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def missing_results(
@@ -94,7 +103,28 @@ def warn(message: str) -> None:
     print(f"pgnn eval: warning: {message}", file=sys.stderr)
 
 
+CURVES_MAKER = "pgnn eval --curves"
+"""The marker's ``made_by`` of a ``--curves`` folder."""
+_RESULT_KEY = re.compile(r"[^/]+/[^/]+/(easy|moderate|hard)/R(40|11)")
+
+
+def is_eval_results(path: Path) -> bool:
+    """Whether ``path`` holds the flat AP results ``pgnn eval --json`` writes (then it may be replaced)."""
+    return json_object_with_keys(path, lambda keys: bool(keys) and all(map(_RESULT_KEY.fullmatch, keys)))
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse ``--json`` / ``--curves`` onto an input (a label file, the result folder) or onto files pgnn
+    did not write (without ``--force``), before any work."""
+    inputs = [args.gt_dir, args.pred_dir, *([args.ids] if args.ids and Path(args.ids).is_file() else [])]
+    if args.json_out:
+        check_output_file(args.json_out, force=args.force, inputs=inputs, ours=is_eval_results)
+    if args.curves:
+        check_output_folder(args.curves, CURVES_MAKER, force=args.force, inputs=inputs)
+
+
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args)
     ids = parse_eval_ids(args.ids)
     if args.allow_missing:
         frames, missing = missing_results(args.gt_dir, args.pred_dir, ids)
@@ -115,5 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json_out:
         write_json_atomic(args.json_out, results)
     if args.curves:
-        write_curves(curves, args.curves)
+        inputs = [args.gt_dir, args.pred_dir]
+        with replace_folder(args.curves, CURVES_MAKER, force=args.force, inputs=inputs) as tmp:
+            write_curves(curves, tmp)
     return 0

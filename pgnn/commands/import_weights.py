@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from pgnn.core.outputs import FORCE_HELP, check_output_file
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -27,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="graph preset name to record (default: from the config's label_method, e.g. car_runtime)",
     )
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.nn.model import PointGNN, count_parameters
     from pgnn.nn.weights import checkpoint_from_released_weights
 
+    inputs = [args.weights, f"{args.weights}.index", *([args.config] if args.config else [])]
+    check_output_file(args.out, force=args.force, inputs=inputs)
     ckpt = checkpoint_from_released_weights(args.weights, args.config, graph_preset=args.graph_preset)
     save_checkpoint(args.out, ckpt)
     model = PointGNN(ModelConfig.model_validate(ckpt["model_config"]))

@@ -14,7 +14,8 @@ no colour. Each frame gives ``DIR/<id>.txt`` (KITTI's label frame; empty when no
 All or nothing: the frames are written to a temporary folder beside ``DIR``, which replaces ``DIR`` only when
 every frame succeeded; a failing frame ends the command with one error line naming it, and ``DIR`` keeps its
 previous content. ``DIR`` is replaced whole (no stale results of an earlier run stay in it), so an existing
-``DIR`` must hold only what ``pgnn predict`` writes (``*.txt``, ``*.json``, ``png/``).
+``DIR`` must be empty or an earlier ``pgnn predict`` folder (its ``.pgnn-output`` marker; ``--force``: any
+folder), and never one of the inputs (``pgnn.core.outputs``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from pgnn.core.errors import DataError
 from pgnn.core.ids import parse_frame_ids
+from pgnn.core.outputs import FORCE_HELP, check_output_file, check_output_folder, json_object_with_keys
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
@@ -85,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
     parser.add_argument("--timings-json", default=None, help="also write the timings summary as JSON here")
     parser.add_argument("--quiet", action="store_true", help="no per-frame lines and no progress lines")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def parse_ids(spec: str, root: Path) -> tuple[list[str], str | None]:
@@ -155,6 +158,20 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
     return FrameSource(scan_path.stem, load, image_path=Path(args.image) if args.image else None)
 
 
+def input_paths(args: argparse.Namespace) -> list[Path]:
+    """What ``pgnn predict`` reads: the output may be none of these, nor inside or above one."""
+    given = [args.checkpoint, args.ids if args.ids and Path(args.ids).is_file() else None]
+    given += [args.bin, args.calib, args.image, args.label]
+    if args.root:
+        given += [Path(args.root) / sub for sub in ("training", "testing", "ImageSets")]
+    return [Path(p) for p in given if p]
+
+
+def is_timings(path: Path) -> bool:
+    """Whether ``path`` holds an earlier ``--timings-json`` summary (then it may be replaced)."""
+    return json_object_with_keys(path, lambda keys: {"device", "frames", "per_frame"} <= keys)
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -167,6 +184,10 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.root) == bool(args.bin):
         raise DataError("pgnn predict", "expected either --root with --ids, or --bin with --calib")
+    inputs = input_paths(args)
+    check_output_folder(args.out, "pgnn predict", force=args.force, inputs=inputs)  # before any work
+    if args.timings_json:
+        check_output_file(args.timings_json, force=args.force, inputs=inputs, ours=is_timings)
     if args.threads is not None:
         import torch
 
@@ -216,7 +237,12 @@ def run(args: argparse.Namespace) -> int:
     )
     with silenced() if args.quiet else contextlib.nullcontext():
         summary = predict_all_or_nothing(
-            Path(args.out), [s.frame_id for s in sources], sources.__getitem__, predict
+            Path(args.out),
+            [s.frame_id for s in sources],
+            sources.__getitem__,
+            predict,
+            force=args.force,
+            inputs=inputs,
         )
     print(summary.table(str(device)))
     n = summary.num_frames

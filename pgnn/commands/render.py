@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from pathlib import Path
 
 from pgnn.core.ids import frame_id_arg
+from pgnn.core.outputs import FORCE_HELP, check_output_file
 from pgnn.data.frames import load_frame
+from pgnn.data.kitti import frame_paths
 from pgnn.viz.render import COLOR_BY, write_bev_png
 
 
@@ -42,9 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="forward extent in metres (default 0 70)",
     )
     parser.add_argument("--dpi", type=int, default=120, help="resolution of the PNG")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
+    paths = frame_paths(args.root, args.frame_id, args.subset)
+    inputs = [v for v in dataclasses.astuple(paths) if isinstance(v, Path)]
+    check_output_file(args.out, force=args.force, inputs=inputs)
     frame = load_frame(args.root, args.frame_id, painted=args.painted, subset=args.subset)
     color_by = args.color_by or ("painted" if args.painted else "height")
     write_bev_png(

@@ -2,6 +2,7 @@
 
 OUT_DIR receives ``training/{velodyne,calib,label_2,image_2,painted_lidar}`` for frames 000000 .. N-1 and
 ``ImageSets/{train,val,trainval}.txt`` (see ``pgnn.data.synthetic``). The same arguments write the same bytes.
+All or nothing, and only into an absent or empty folder or an earlier ``pgnn synth`` root (``--force``: any).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 import time
 
+from pgnn.core.outputs import FORCE_HELP
 from pgnn.data.synthetic.dataset import generate_dataset
 
 
@@ -23,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--val-fraction", type=float, default=0.5, help="share of frames in ImageSets/val.txt"
     )
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"pgnn synth: error: {problem}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    generate_dataset(args.out_dir, args.frames, args.seed, val_fraction=args.val_fraction)
+    generate_dataset(args.out_dir, args.frames, args.seed, val_fraction=args.val_fraction, force=args.force)
     summary = {
         "out_dir": str(args.out_dir),
         "frames": args.frames,

@@ -4,11 +4,17 @@ It needs nothing but the params file and the KITTI root it names: the prepared f
 database and the cached graphs that the recipe reads are built (or reused) first, with the same functions
 and paths as the DVC stages (:mod:`pgnn.pipeline.standalone`). A rerun with the same params resumes the
 newest checkpoint of that run.
+
+One writer at a time: the command holds the project's lock (``<project root>/.pgnn/lock``,
+``pgnn.core.lock.project_lock``) from start to end, so a second ``pgnn train`` on the same project is refused
+at once naming the first one's pid (under ``torchrun`` rank 0 holds it for all ranks).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 
@@ -26,8 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pgnn.config.params import load_params
+    from pgnn.core.lock import project_lock
     from pgnn.pipeline.standalone import train_project
 
-    path = train_project(args.params, max_steps=args.max_steps, device=args.device)
+    load_params(args.params)  # a bad params file is named before anything is written
+    root = Path(args.params).resolve().parent
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    with project_lock(root, f"pgnn train --params {args.params}") if main_rank else contextlib.nullcontext():
+        path = train_project(args.params, max_steps=args.max_steps, device=args.device)
     print(f"model: {path}")
     return 0

@@ -33,7 +33,7 @@ import numpy as np
 from pgnn.config.graphs import GraphConfig
 from pgnn.config.inference import PostprocessConfig
 from pgnn.core.errors import DataError
-from pgnn.core.io import atomic_dir
+from pgnn.core.outputs import replace_folder
 from pgnn.core.progress import track, with_length
 from pgnn.data.frames import Frame, load_frame
 from pgnn.data.kitti import frame_paths, read_image
@@ -346,28 +346,14 @@ def predict_records(
 T = TypeVar("T")
 
 
-def check_replaceable(out: Path) -> None:
-    """Raise DataError unless ``out`` is absent or a folder of earlier ``pgnn predict`` output (``*.txt``,
-    ``*.json``, ``png/``, temporary ``.tmp-*`` files): the folder is replaced whole."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise DataError(out, "expected a folder for the result files (or no such path), got a file")
-    for p in sorted(out.iterdir()):
-        ours = (p.is_file() and p.suffix in (".txt", ".json")) or (p.is_dir() and p.name == "png")
-        if not (ours or p.name.startswith(".tmp-")):
-            raise DataError(
-                out,
-                f"expected a folder of earlier pgnn predict results to replace (*.txt, "
-                f"png/), it holds {p.name!r}; choose another --out",
-            )
-
-
 def predict_all_or_nothing(
     out_dir: str | Path,
     frame_ids: Sequence[str],
     load: Callable[[int], T],
     predict: Callable[[Iterable[T], Path], PredictSummary],
+    *,
+    force: bool = False,
+    inputs: Iterable[str | Path] = (),
 ) -> PredictSummary:
     """``predict(items, tmp)`` (``run_frames`` or ``predict_records`` bound to their settings) into a
     temporary folder beside ``out_dir`` that replaces ``out_dir`` whole only when every frame succeeded.
@@ -379,12 +365,15 @@ def predict_all_or_nothing(
 
         <file>: <what was wrong> (frame 000001 of 2; nothing written, <out_dir> left unchanged)
 
+    ``out_dir`` must be absent, empty or an earlier ``pgnn predict`` folder (its ``.pgnn-output`` marker;
+    ``force`` replaces any other folder) and apart from ``inputs`` (never replaced): see
+    :func:`pgnn.core.outputs.replace_folder`, which also locks it against a second writer.
+
     Raises:
-        DataError: ``out_dir`` holds something ``pgnn predict`` does not write (:func:`check_replaceable`),
-            or a frame failed.
+        DataError: ``out_dir`` holds something ``pgnn predict`` did not make, is one of ``inputs``
+            (``pgnn.core.outputs.OutputError``), or a frame failed.
     """
     out = Path(out_dir)
-    check_replaceable(out)
     current: list[str] = []
 
     def items() -> Iterator[T]:  # remembering the frame in progress
@@ -393,7 +382,7 @@ def predict_all_or_nothing(
             yield load(i)
 
     try:
-        with atomic_dir(out) as tmp:
+        with replace_folder(out, "pgnn predict", force=force, inputs=inputs) as tmp:
             return predict(with_length(items(), len(frame_ids)), tmp)
     except DataError as e:
         if not current:

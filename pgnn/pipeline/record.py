@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pgnn.config.params import load_params
 from pgnn.core.errors import DataError
+from pgnn.core.lock import project_lock
 from pgnn.pipeline.lockfile import repair_lock
 from pgnn.pipeline.run import pipeline_env
 from pgnn.pipeline.runner import stage_items, upstream
@@ -123,7 +124,8 @@ def check_upstream(
     repair_lock(layout.root)
     if stale_items(layout.root, ["params"]):
         it = item_of("params")
-        run_item(it, layout, load_stage_params(it.stage, layout, path))
+        with project_lock(layout.root, "python -m flows (the params stage)"):
+            run_item(it, layout, load_stage_params(it.stage, layout, path))
         record(layout.root, ["params"])
     names = [n for n in work_plan(path, layout.root, stages) if n not in {"params", *allowed}]
     refuse_stale_upstream(layout, [it.target for it in stage_items(names)])

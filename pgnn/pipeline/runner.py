@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pgnn.core.lock import project_lock
 from pgnn.pipeline.stages import PATHS, STAGES, Layout, Stage, stage
 
 
@@ -124,4 +125,5 @@ def run_stage(name: str, argv: Sequence[str], root: Path) -> None:
         it = StageItem(s)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # step and val-AP lines in the log
     layout = Layout(root)
-    run_item(it, layout, load_stage_params(s, layout))
+    with project_lock(root, f"dvc stage {it.target}"):  # one writer of the project's outputs at a time
+        run_item(it, layout, load_stage_params(s, layout))

@@ -69,6 +69,7 @@ from pgnn.training.live import (
     restore_live,
     write_summary,
 )
+from pgnn.training.run_folder import holding_run_folder
 from pgnn.training.schedule import learning_rate, micro_batch_plan, steps_per_epoch, total_steps
 from pgnn.training.state import META_KEYS, RunState, restore_run, save_run
 from pgnn.training.step import train_step
@@ -76,6 +77,7 @@ from pgnn.training.step import train_step
 log = logging.getLogger(__name__)
 
 
+@holding_run_folder  # claims, marks and locks out_dir for the whole run (pgnn.training.run_folder)
 def train(
     records_source: RecordSource,
     model_cfg: ModelConfig,

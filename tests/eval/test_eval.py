@@ -525,9 +525,8 @@ def test_cli_writes_json_and_curves(
     results = json.loads(out_json.read_text())
     assert results == evaluate_dirs(gt_dir, pred_dir, ids, classes=("Car", "Pedestrian"))
     assert f"{results['Car/3d/moderate/R40']:.2f}" in printed
-    assert sorted(p.name for p in out_curves.iterdir()) == sorted(
-        f"{c}_{m}.csv" for c in ("Car", "Pedestrian") for m in ("bbox", "aos", "bev", "3d")
-    )
+    csvs = [f"{c}_{m}.csv" for c in ("Car", "Pedestrian") for m in ("bbox", "aos", "bev", "3d")]
+    assert sorted(p.name for p in out_curves.iterdir()) == sorted([".pgnn-output", *csvs])  # + its marker
     with open(out_curves / "Car_3d.csv") as f:
         rows = list(csv.DictReader(f))
     assert [float(r["recall"]) for r in rows] == pytest.approx(np.arange(41) / 40)

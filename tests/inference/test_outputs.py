@@ -12,6 +12,7 @@ import torch
 from pgnn.cli import main as cli_main
 from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.io import atomic_dir
+from pgnn.core.outputs import write_marker
 from pgnn.data.labels import read_labels, write_labels
 from pgnn.nn.checkpoint import make_checkpoint, save_checkpoint
 from pgnn.nn.model import PointGNN
@@ -63,6 +64,7 @@ def test_predict_replaces_its_folder_only_when_every_frame_succeeded(
     calib.write_text(good_calib.replace("P2:", "P9:"))  # frame 1 cannot be read: no P2
     out = tmp_path / "predictions"
     out.mkdir()
+    write_marker(out, "pgnn predict")  # an earlier pgnn predict folder (pgnn.core.outputs)
     (out / "000000.txt").write_text("previous run\n")
     (out / "000005.txt").write_text("previous run\n")
     before = _listing(out)
@@ -77,7 +79,7 @@ def test_predict_replaces_its_folder_only_when_every_frame_succeeded(
 
     calib.write_text(good_calib)
     assert cli_main(argv) == 0
-    assert sorted(_listing(out)) == ["000000.txt", "000001.txt"]  # replaced whole: no stale 000005.txt
+    assert sorted(_listing(out)) == [".pgnn-output", "000000.txt", "000001.txt"]  # replaced whole: no 000005
     assert (out / "000000.txt").read_text() != "previous run\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kitti", "predictions", "tiny.pt"]
 
@@ -92,7 +94,10 @@ def test_predict_refuses_to_replace_a_folder_it_did_not_write(
     argv = ["predict", "--root", str(root), "--ids", "0", "--checkpoint", str(tiny_checkpoint),
             "--out", str(out), "--device", "cpu", "--quiet"]  # fmt: skip
     assert cli_main(argv) == 1
-    assert "it holds 'notes.md'; choose another --out" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines() == [
+        f"pgnn predict: error: {out}: expected an empty folder or one pgnn predict made (it holds 1 entry "
+        "that pgnn did not make: notes.md); pass --force to replace it"
+    ]
     assert _listing(out) == {"notes.md": "mine\n"}
 
 

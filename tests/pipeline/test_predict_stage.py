@@ -61,7 +61,7 @@ def test_predict_stage_leaves_no_partial_folder(project: tuple[Path, object, Lay
     out = tmp_path / "predictions" / "val"
     _predict(recipe, layout, out, tmp_path / "t.json")
     good = _listing(out)
-    assert sorted(good) == sorted(f"{e['frames'][0]}.txt" for e in shards)
+    assert sorted(good) == sorted([".pgnn-output", *(f"{e['frames'][0]}.txt" for e in shards)])
 
     again = tmp_path / "again"  # success path: the same bytes as before
     _predict(recipe, layout, again, tmp_path / "t2.json")

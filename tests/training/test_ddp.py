@@ -68,4 +68,6 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     for group in ("loss", "Background", "Car_h", "Car_v"):
         for key, value in expected[group].items():
             assert abs(logged[group][key] - value) < 1e-5, (group, key)
-    assert list((tmp_path / "ddp").iterdir()) == [tmp_path / "ddp" / "ckpt-00000003.pt"]
+    assert sorted((tmp_path / "ddp").iterdir()) == [
+        tmp_path / "ddp" / n for n in (".pgnn-output", "ckpt-00000003.pt")
+    ]

@@ -217,7 +217,8 @@ def test_loss_falls_and_dvclive_and_checkpoints_appear(tmp_path: Path) -> None:
     final = train(records, TINY_MODEL, cfg, LOSS, tmp_path / "ckpt", live_dir=tmp_path / "live", meta=META)
 
     assert final == tmp_path / "ckpt" / "ckpt-00000040.pt"
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["ckpt-00000030.pt", "ckpt-00000040.pt"]
+    kept = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert kept == [".pgnn-output", "ckpt-00000030.pt", "ckpt-00000040.pt"]  # + the run folder's marker
     ckpt = final_state(final)
     assert (ckpt["step"], ckpt["epoch"], ckpt["position"]) == (40, 10, 0)  # 4 steps per epoch
     assert ckpt["train_config"]["max_steps"] == 40 and ckpt["graph_preset"] == "tiny"

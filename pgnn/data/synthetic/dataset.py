@@ -10,6 +10,7 @@ import numpy as np
 from PIL import Image
 
 from pgnn.core.io import atomic_path, write_text_atomic
+from pgnn.core.outputs import replace_folder
 from pgnn.core.progress import track
 from pgnn.data.frames import fov_mask
 from pgnn.data.kitti import Calib, write_calib, write_velodyne
@@ -146,17 +147,29 @@ def generate_dataset(
     seed: int,
     val_fraction: float = 0.5,
     config: SynthConfig | None = None,
+    *,
+    force: bool = False,
 ) -> None:
     """Write a synthetic KITTI root: ``training/{velodyne,calib,label_2,image_2,painted_lidar}`` for frames
     000000 .. num_frames-1 and ``ImageSets/{train,val,trainval}.txt``. Same arguments, same bytes.
-    Progress goes to stderr (``pgnn.core.progress``)."""
+    Progress goes to stderr (``pgnn.core.progress``).
+
+    All or nothing: the root is built as a temporary sibling that replaces ``out_dir`` whole at the end
+    (``pgnn.core.outputs.replace_folder``), so a full disk or a kill leaves the earlier ``out_dir``. An
+    existing ``out_dir`` must be empty or an earlier ``pgnn synth`` root (its ``.pgnn-output`` marker);
+    ``force`` replaces any other folder.
+
+    Raises:
+        pgnn.core.outputs.OutputError: ``out_dir`` holds files pgnn synth did not write (without ``force``).
+    """
     if num_frames < 1:
         raise ValueError(f"expected num_frames >= 1, got {num_frames}")
     config = config or SynthConfig()
-    for index in track(range(num_frames), "synth", "frame"):
-        write_frame(out_dir, generate_frame(index, seed, config), config.png_compress_level)
     train, val = split_frame_ids(num_frames, seed, val_fraction)
-    sets = Path(out_dir) / "ImageSets"
-    write_text_atomic(sets / "train.txt", "".join(f"{i}\n" for i in train))
-    write_text_atomic(sets / "val.txt", "".join(f"{i}\n" for i in val))
-    write_text_atomic(sets / "trainval.txt", "".join(f"{i:06d}\n" for i in range(num_frames)))
+    with replace_folder(out_dir, "pgnn synth", force=force) as root:
+        for index in track(range(num_frames), "synth", "frame"):
+            write_frame(root, generate_frame(index, seed, config), config.png_compress_level)
+        sets = root / "ImageSets"
+        write_text_atomic(sets / "train.txt", "".join(f"{i}\n" for i in train))
+        write_text_atomic(sets / "val.txt", "".join(f"{i}\n" for i in val))
+        write_text_atomic(sets / "trainval.txt", "".join(f"{i:06d}\n" for i in range(num_frames)))
