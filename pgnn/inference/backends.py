@@ -26,18 +26,21 @@ from torch import Tensor
 
 from pgnn.core.errors import DataError
 from pgnn.nn.checkpoint import load_model
-from pgnn.nn.export import INPUT_NAMES, PT2_EXTRA_FILE, metadata_from_strings
+from pgnn.nn.export import INPUT_NAMES, PT2_EXTRA_FILE, metadata_from_strings, pad_edges
 from pgnn.nn.graph_input import GraphInput
 
 Network = Callable[[GraphInput], tuple[Tensor, Tensor]]
 
 
 def graph_tensors(g: GraphInput) -> dict[str, Tensor]:
-    """The six named inputs of an exported network (``pgnn.nn.export.INPUT_NAMES``) of one frame's graph."""
+    """The six named inputs of an exported network (``pgnn.nn.export.INPUT_NAMES``) of one frame's graph,
+    the edges padded (``pad_edges``)."""
     if g.num_levels < 2 or not g.edges:
         raise ValueError(f"an exported network needs a graph of 2 levels at least, got {g.num_levels}")
+    n1 = g.vertex_coord[1].shape[0]
     edges_1 = g.edges[1] if len(g.edges) > 1 else g.edges[0].new_zeros((0, 2))
-    values = (g.features, g.vertex_coord[0], g.vertex_coord[1], g.keypoint_indices[0], g.edges[0], edges_1)
+    edges = (pad_edges(g.edges[0], n1), pad_edges(edges_1, n1))
+    values = (g.features, g.vertex_coord[0], g.vertex_coord[1], g.keypoint_indices[0], *edges)
     return dict(zip(INPUT_NAMES, values, strict=True))
 
 

@@ -120,6 +120,15 @@ def test_exported_t1_matches_eager_on_reference_frames(
         _same_detections(x_detections, detections)
 
 
+def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The nodes of ``graph`` and of its subgraphs (a ``Loop``'s body), and of the functions they call."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+
+
 def test_exported_files_carry_the_checkpoint_entries(exported: dict[str, Any]) -> None:
     _, ckpt = exported["networks"]["pt"]
     for name in BACKENDS:
@@ -131,8 +140,10 @@ def test_exported_files_carry_the_checkpoint_entries(exported: dict[str, Any]) -
     props = {p.key: p.value for p in proto.metadata_props}
     assert props["label_method"] == "Car" and props["input_features"] == "i"
     assert max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")) >= 17
-    scatters = [n for n in proto.graph.node if n.op_type in ("ScatterND", "ScatterElements")]
-    assert len(scatters) == 2  # point-set pooling and the one GNN iteration
+    nodes = list(_all_nodes(proto.graph))
+    assert sum(n.op_type == "Loop" for n in nodes) == 2  # point-set pooling and the one GNN iteration
+    scatters = [n for n in nodes if n.op_type in ("ScatterND", "ScatterElements")]
+    assert len(scatters) == 2
     assert all(onnx.helper.get_node_attr_value(n, "reduction") == b"max" for n in scatters)
     dims = {
         i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in proto.graph.input
