@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -258,15 +260,26 @@ def _index_reduce_onnx(self, dim: int, index, source, reduce: str, include_self:
 def export_onnx_bytes(model: PointGNN, metadata: Mapping[str, str]) -> bytes:
     """``model`` as a serialised ONNX model (opset 18, weights inside) with ``metadata`` as metadata_props."""
     program = export_program(model)
-    onnx_program = torch.onnx.export(
-        program,
-        input_names=list(INPUT_NAMES),
-        output_names=list(OUTPUT_NAMES),
-        opset_version=OPSET,
-        dynamo=True,
-        external_data=False,
-        custom_translation_table={torch.ops.aten.index_reduce.default: _index_reduce_onnx},
-    )
+    # the exporter logs a warning for each torchvision operator it cannot register (torchvision is not
+    # installed, and not needed) and torch's pytree a FutureWarning: neither concerns the user
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            onnx_program = torch.onnx.export(
+                program,
+                input_names=list(INPUT_NAMES),
+                output_names=list(OUTPUT_NAMES),
+                opset_version=OPSET,
+                verbose=False,
+                dynamo=True,
+                external_data=False,
+                custom_translation_table={torch.ops.aten.index_reduce.default: _index_reduce_onnx},
+            )
+    finally:
+        registration.setLevel(level)
     proto = onnx_program.model_proto
     del proto.metadata_props[:]
     for key, value in sorted(metadata.items()):
