@@ -91,7 +91,7 @@ def max_over_chunks(
     changes no value.
 
     Shapes:
-        messages_of: (src (C,), dst (C,)) -> (C, width); edges: (K * C, 2) -> (num_dst, width)
+        C = EDGE_CHUNK; messages_of: (src (C,), dst (C,)) -> (C, width); edges: (K * C, 2) -> (num_dst, width)
     """
     chunks = edges.reshape(edges.shape[0] // EDGE_CHUNK, EDGE_CHUNK, 2)  # (K, C, 2)
     init = like.new_full((num_dst + 1, width), _LOWEST)  # (num_dst + 1, width)
@@ -151,7 +151,7 @@ class ExportablePointGNN(nn.Module):
 
     Shapes:
         features (N0, F), vertex_coord_0 (N0, 3), vertex_coord_1 (N1, 3), keypoint_indices_0 (N1,),
-        edges_0 (K0 * C, 2), edges_1 (K1 * C, 2) (``pad_edges``, C = ``EDGE_CHUNK``)
+        edges_0 (K0 * EDGE_CHUNK, 2), edges_1 (K1 * EDGE_CHUNK, 2) (``pad_edges``)
         -> logits (N1, C), box_encodings (N1, C, L)
     """
 
@@ -179,7 +179,7 @@ def example_inputs(input_dim: int, generator: torch.Generator) -> tuple[Tensor, 
     """A small random graph to trace with: sizes all different and > 1 (edges: 2 and 3 chunks), so that no
     axis is specialised.
 
-    Shapes: the six inputs of ``ExportablePointGNN`` with N0 = 40, N1 = 7, E0 = 3 C, E1 = 2 C (padded).
+    Shapes: the six inputs of ``ExportablePointGNN`` with N0 = 40, N1 = 7 and 3 and 2 chunks of edges.
     """
     n0, n1, e0, e1 = 40, 7, 2 * EDGE_CHUNK + 53, EDGE_CHUNK + 31
     edges_0 = torch.stack([torch.randint(0, n0, (e0,), generator=generator), torch.arange(e0) % n1], dim=1)
@@ -234,7 +234,8 @@ def metadata_from_strings(strings: Mapping[str, str], source: str | Path) -> dic
         )
         meta["step"] = int(json.loads(strings["step"]))
     except ValueError as e:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
-        raise DataError(source, f"expected a valid model_config and step in the metadata, got {e}") from e
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataError(source, f"expected a valid model_config and step in the metadata, got {first}") from e
     return meta
 
 
