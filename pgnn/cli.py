@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("pgnn.commands.graph", "print a frame's multi-level Point-GNN graph as JSON"),
     "eval": ("pgnn.commands.eval", "official KITTI AP (2D/AOS/BEV/3D, R11+R40) of a prediction folder"),
     "import-weights": ("pgnn.commands.import_weights", "convert the authors' weights to a pgnn model"),
+    "export": ("pgnn.commands.export", "write the network as ONNX (.onnx) or torch.export (.pt2)"),
     "predict": ("pgnn.commands.predict", "detect objects and write KITTI result files"),
     "view": ("pgnn.commands.view", "interactive 3D pages of frames (points, boxes, graph): offline HTML"),
     "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),

@@ -35,7 +35,10 @@ _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoint", required=True, help="a pgnn checkpoint (.pt), e.g. written by import-weights"
+        "--checkpoint",
+        required=True,
+        help="a pgnn checkpoint (.pt, e.g. written by import-weights), or pgnn export's .onnx (run by ONNX "
+        "Runtime) or .pt2 (a torch.export program): the backend follows the suffix",
     )
     parser.add_argument("--out", required=True, help="folder for the result files NNNNNN.txt")
     src = parser.add_argument_group("frames of a KITTI root")
@@ -178,9 +181,9 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.core.io import write_json_atomic
     from pgnn.core.progress import silenced
     from pgnn.data.frames import load_frame
+    from pgnn.inference.backends import load_network
     from pgnn.inference.run import FrameSource, predict_all_or_nothing, run_frames
     from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
-    from pgnn.nn.checkpoint import load_model
 
     if bool(args.root) == bool(args.bin):
         raise DataError("pgnn predict", "expected either --root with --ids, or --bin with --calib")
@@ -195,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
             raise DataError("--threads", f"expected a positive number of threads, got {args.threads}")
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    model, meta = load_model(args.checkpoint, device)
+    model, meta = load_network(args.checkpoint, device, threads=args.threads)
     graph_cfg = runtime_graph_config(meta, args.graph_preset)
     post_cfg = postprocess_config(meta, score_threshold=args.score_threshold)
     needs_rgb = meta["input_features"] in _RGB_FEATURES

@@ -1,0 +1,84 @@
+"""``pgnn predict --checkpoint model.onnx``: the backend follows the file, end to end on a real frame.
+
+Imports the authors' T1 weights (``pointgnn_reference``), exports them with ``pgnn export`` and runs ``pgnn
+predict`` on KITTI frame 000114's raw scan (the shared KITTI sample: CC BY-NC-SA 3.0, non-commercial use)
+through ONNX Runtime, with no other flag than the file. Its result file is compared with the boxes the
+original TF code wrote for that frame, as ``tests/inference/test_predict.py`` does for the eager model.
+(The outputs' equality with eager PyTorch on all 7 reference frames: ``tests/nn/test_export.py``.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pgnn.cli import main as cli_main
+from pgnn.core.boxes import iou_bev
+from pgnn.data.frames import points_cam2_to_rect
+from pgnn.data.kitti import read_calib
+from pgnn.data.labels import labels_to_boxes, read_labels
+from pgnn.inference.backends import OnnxNetwork, load_network
+from pgnn.nn.model import PointGNN
+
+FRAME = "000114"
+
+
+def _cli(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli_main(argv)
+    return rc, out.getvalue()
+
+
+def test_predict_runs_an_onnx_model_end_to_end(
+    tmp_path: Path, kitti_sample: Path, pointgnn_reference: Path
+) -> None:
+    threads = torch.get_num_threads()
+    ckpt, model = tmp_path / "t1.pt", tmp_path / "model.onnx"
+    assert _cli(["import-weights", str(pointgnn_reference / "car_auto_T1_train.npz"), str(ckpt)])[0] == 0
+    rc, printed = _cli(["export", str(ckpt), str(model)])
+    assert rc == 0 and json.loads(printed)["format"] == "onnx"
+    training = kitti_sample / "training"
+    try:
+        rc, table = _cli(
+            [
+                "predict",
+                "--bin",
+                str(training / "velodyne" / f"{FRAME}.bin"),
+                "--calib",
+                str(training / "calib" / f"{FRAME}.txt"),
+                "--checkpoint",
+                str(model),
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
+                "--threads",
+                "1",
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert rc == 0 and "1 frame" in table
+    ours = read_labels(tmp_path / "out" / f"{FRAME}.txt", allow_score=True)
+    ref = np.load(pointgnn_reference / "T1" / f"{FRAME}.npz")
+    ref_boxes = ref["det_box3d"].astype(np.float64).reshape(-1, 7).copy()  # (M, 7) camera 2's frame
+    ref_boxes[:, :3] = points_cam2_to_rect(
+        ref_boxes[:, :3], read_calib(training / "calib" / f"{FRAME}.txt").P2
+    )
+    ref_scores = ref["det_score"].astype(np.float64)
+    assert abs(len(ours) - len(ref_boxes)) <= 1 and len(ours) > 0
+    iou = iou_bev(ref_boxes, labels_to_boxes(ours))  # (M_ref, M_ours)
+    assert iou.max(axis=1).min() >= 0.9
+    top = int(np.argmax(ref_scores))
+    assert ours[int(iou[top].argmax())].score == pytest.approx(ref_scores[top], rel=1e-3)
+
+    network, meta = load_network(model)  # the same file through the API: ONNX Runtime, T1's entries
+    assert isinstance(network, OnnxNetwork) and meta["input_frame"] == "cam2"
+    eager, ckpt_meta = load_network(ckpt)
+    assert isinstance(eager, PointGNN) and ckpt_meta["step"] == meta["step"]
