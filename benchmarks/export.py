@@ -115,7 +115,7 @@ def run_benchmark(threads: Sequence[int] = (1, 2), frames: Sequence[str] = FRAME
     return results
 
 
-def table(results: dict[str, Any]) -> str:
+def format_table(results: dict[str, Any]) -> str:
     """The results as one table: ms a frame and the end-to-end time as a fraction of TF's."""
     tf = results["tf_ms"]
     n = len(results["frames"])
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--frames", default=",".join(FRAMES), help="comma-separated reference frame ids")
     args = parser.parse_args()
-    print(table(run_benchmark(args.threads, args.frames.split(","))))
+    print(format_table(run_benchmark(args.threads, args.frames.split(","))))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
     "synth": "synth_speed",
     "cache": "cache_io",
     "eval": "eval_speed",
+    "export": "export",
 }
 RUN_FUNCTION = "run_benchmark"
 TABLE_FUNCTION = "format_table"
