@@ -25,7 +25,9 @@ README_MAX_LINES = 260
 
 FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```", re.S | re.M)
 INLINE = re.compile(r"`([^`]+)`")
-PGNN = re.compile(r"(?:^|[\s/(])pgnn(?:\.cli)? ([a-z][\w-]*)(.*)", re.S)
+PGNN = re.compile(r"^[\s(]*(?:\S*/)?(?:\S*python -m )?pgnn(?:\.cli)? ([a-z][\w-]*)(.*)", re.S)
+"""A command: ``pgnn <cmd>`` (or ``.venv/bin/pgnn``, ``python -m pgnn.cli``) at the start of a code line or
+span (an error message quoted in prose that names pgnn mid-sentence is no command)."""
 FLOWS = re.compile(r"python -m flows(?![\w.])(.*)", re.S)
 FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 END = re.compile(r"\s#|&&|\|\||[|;]")  # a comment or the next command ends a command's arguments
