@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pgnn.core.errors import DataError
+from pgnn.core.outputs import FORCE_HELP, replace_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,17 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="refuse",
         help="a scan without intensity: refuse it, or use 0 for every point (with a warning)",
     )
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
     from pgnn.data.own_format import convert_own_to_kitti
 
     dest = Path(args.dest)
-    if dest.exists() and (
-        not dest.is_dir() or (any(dest.iterdir()) and not (dest / "frame_names.txt").is_file())
-    ):
-        raise DataError(dest, "expected a new folder or an earlier pgnn convert output to replace")
-    counts = convert_own_to_kitti(args.src, dest, args.missing_intensity)
+    with replace_folder(dest, "pgnn convert", force=args.force, inputs=[args.src]) as tmp:
+        counts = convert_own_to_kitti(args.src, tmp, args.missing_intensity)
     splits = ", ".join(f"{name} {n}" for name, n in counts.items())
     print(f"{args.src} -> {dest}: splits {splits}")
     return 0

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgnn.core.errors import DataError
+from pgnn.core.outputs import FORCE_HELP, check_output_folder, replace_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
     parser.add_argument("--quiet", action="store_true", help="no per-file lines")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def detections_json(
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.data.sensor import boxes_rect_to_output, frame_from_sensor_scan
     from pgnn.inference.predict import predict_frame
     from pgnn.inference.run import write_detections, write_pictures
-    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
+    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config, set_threads
     from pgnn.nn.checkpoint import load_model
 
     paths = [Path(f) for f in args.files]
@@ -94,13 +96,10 @@ def run(args: argparse.Namespace) -> int:
     for i, stem in enumerate(stems):
         if stem in stems[:i]:
             raise DataError(paths[i], f"expected inputs with different names, {stem!r} is given twice")
+    inputs = [*paths, args.checkpoint, *([args.sensor] if args.sensor else [])]
+    check_output_folder(args.out, "pgnn detect", force=args.force, inputs=inputs)  # before any work
     sensor = load_sensor(args.sensor)
-    if args.threads is not None:
-        import torch
-
-        if args.threads < 1:
-            raise DataError("--threads", f"expected a positive number of threads, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = resolve_device(args.device)
     model, meta = load_model(args.checkpoint, device)
     if meta["input_features"] in _RGB_FEATURES:
@@ -108,30 +107,27 @@ def run(args: argparse.Namespace) -> int:
     graph_cfg = runtime_graph_config(meta)
     post_cfg = postprocess_config(meta, score_threshold=args.score_threshold)
     rng = np.random.default_rng(args.seed)
-    out = Path(args.out)
     total = 0
-    for path in paths:
-        scan, scores = read_scan(path, args.missing_intensity)  # (N, 4), (N, 4) | None
-        frame = frame_from_sensor_scan(path.stem, scan, sensor, scores=scores)
-        if len(frame.points_rect) == 0:
-            raise DataError(
-                path, f"expected points in the field of view ({sensor.field_of_view} deg), got none"
-            )
-        detections, times = predict_frame(model, meta, frame, graph_cfg, post_cfg, device, rng)
-        boxes = boxes_rect_to_output(detections.boxes, sensor)  # (M, 7)
-        write_json_atomic(
-            out / f"{path.stem}.json", detections_json(detections.names, detections.scores, boxes)
-        )
-        if args.kitti:
-            write_detections(out / f"{path.stem}.txt", detections)
-        if args.png:
-            write_pictures(out / "png", frame, detections, None)
-        total += len(detections)
-        if not args.quiet:
-            ms = 1000.0 * sum(times.values())
-            print(
-                f"{path}: {len(frame.points_rect)} points, {len(detections)} detections, {ms:.0f} ms",
-                file=sys.stderr,
-            )
-    print(f"{len(paths)} file{'s' if len(paths) != 1 else ''}, {total} detections -> {out}")
+    with replace_folder(args.out, "pgnn detect", force=args.force, inputs=inputs) as out:
+        for path in paths:
+            scan, scores = read_scan(path, args.missing_intensity)  # (N, 4), (N, 4) | None
+            frame = frame_from_sensor_scan(path.stem, scan, sensor, scores=scores)
+            if len(frame.points_rect) == 0:
+                raise DataError(
+                    path, f"expected points in the field of view ({sensor.field_of_view} deg), got none"
+                )
+            detections, times = predict_frame(model, meta, frame, graph_cfg, post_cfg, device, rng)
+            boxes = boxes_rect_to_output(detections.boxes, sensor)  # (M, 7)
+            result = detections_json(detections.names, detections.scores, boxes)
+            write_json_atomic(out / f"{path.stem}.json", result)
+            if args.kitti:
+                write_detections(out / f"{path.stem}.txt", detections)
+            if args.png:
+                write_pictures(out / "png", frame, detections, None)
+            total += len(detections)
+            if not args.quiet:
+                ms = 1000.0 * sum(times.values())
+                points = len(frame.points_rect)
+                print(f"{path}: {points} points, {len(detections)} detections, {ms:.0f} ms", file=sys.stderr)
+    print(f"{len(paths)} file{'s' if len(paths) != 1 else ''}, {total} detections -> {args.out}")
     return 0

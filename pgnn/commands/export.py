@@ -12,17 +12,22 @@ from __future__ import annotations
 import argparse
 import json
 
+from pgnn.core.outputs import FORCE_HELP
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a pgnn checkpoint (.pt), e.g. written by import-weights or train")
     parser.add_argument("out", help="the exported file: OUT.onnx (ONNX, opset 18) or OUT.pt2 (torch.export)")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pgnn.core.outputs import check_output_file
     from pgnn.nn.export import export_checkpoint
 
+    check_output_file(args.out, force=args.force, inputs=[args.checkpoint])  # before any work
     export_checkpoint(args.checkpoint, args.out)
     out = Path(args.out)
     print(json.dumps({"out": str(out), "format": out.suffix[1:], "bytes": out.stat().st_size}, indent=2))

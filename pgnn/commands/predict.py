@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.data.frames import load_frame
     from pgnn.inference.backends import load_network
     from pgnn.inference.run import FrameSource, predict_all_or_nothing, run_frames
-    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
+    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config, set_threads
 
     if bool(args.root) == bool(args.bin):
         raise DataError("pgnn predict", "expected either --root with --ids, or --bin with --calib")
@@ -191,12 +191,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(args.out, "pgnn predict", force=args.force, inputs=inputs)  # before any work
     if args.timings_json:
         check_output_file(args.timings_json, force=args.force, inputs=inputs, ours=is_timings)
-    if args.threads is not None:
-        import torch
-
-        if args.threads < 1:
-            raise DataError("--threads", f"expected a positive number of threads, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = resolve_device(args.device)
     model, meta = load_network(args.checkpoint, device, threads=args.threads)
     graph_cfg = runtime_graph_config(meta, args.graph_preset)

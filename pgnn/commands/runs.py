@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pgnn.core.outputs import FORCE_HELP
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -23,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--width", type=width, default=None, help="widest line of the table (default: 120; none with --all)"
     )
-    parser.add_argument("--plot", type=Path, metavar="OUT.png", help="also draw the runs' curves overlaid")
+    parser.add_argument("--plot", type=Path, metavar="OUT.png", help="also write the runs' curves overlaid")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def width(text: str) -> int:
@@ -34,8 +37,11 @@ def width(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pgnn.core.outputs import check_output_file
     from pgnn.pipeline.runs import collect, select, table, to_csv, to_json
 
+    if args.plot is not None:
+        check_output_file(args.plot, force=args.force)  # before any work
     runs = select(collect(args.root), args.names)
     if args.csv:
         print(to_csv(runs, args.all), end="")

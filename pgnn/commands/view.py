@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from pgnn.core.errors import DataError
 from pgnn.core.ids import frame_id_arg
+from pgnn.core.outputs import FORCE_HELP, check_output_folder, replace_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ids", nargs="*", type=frame_id_arg, metavar="ID", help="frame ids: 7 or 000007")
     parser.add_argument("--root", required=True, help="KITTI root (ROOT/training/{velodyne,calib,...})")
     parser.add_argument("--out", required=True, help="folder for the pages <id>.html")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument(
         "--split", default=None, help="also the frames of this split (file or ImageSets name)"
     )
@@ -73,9 +76,6 @@ def _frame_ids(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pgnn.data.frames import load_frame
-    from pgnn.viz.html import Boxes, view_figure, write_frame_html
-
     if (args.graph or args.clusters) and not args.checkpoint:
         raise DataError(
             "--graph/--clusters", "expected --checkpoint (the graph and clusters are the model's)"
@@ -88,37 +88,46 @@ def run(args: argparse.Namespace) -> int:
     ids = _frame_ids(args)
     explain = _explainer(args) if args.checkpoint else None
     color_by = args.color_by or ("painted" if args.painted else "height")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for fid in ids:
-        frame = load_frame(args.root, fid, painted=args.painted, subset=args.subset)
-        if color_by == "painted" and frame.scores is None:
-            raise DataError("--color-by", "expected --painted with --color-by painted")
-        result = explain(frame) if explain is not None else None
-        detections = None
-        if result is not None:
-            d = result.detections
-            detections = Boxes(d.boxes, d.names, d.scores)
-        fig = view_figure(
-            fid,
-            frame.points_rect,
-            color_by=color_by,
-            intensity=frame.intensity,
-            painted_scores=frame.scores,
-            labels=Boxes.from_labels(frame.labels),
-            detections=detections,
-            graph=result.graph if result is not None and args.graph else None,
-            clusters=(result.candidate_keypoints, result.cluster)
-            if result is not None and args.clusters
-            else None,
-            max_points=args.max_points,
-            max_edges=args.max_edges,
-            seed=args.seed,
-        )
-        path = write_frame_html(fig, out / f"{fid}.html", div_id=f"pgnn-view-{fid}")
-        n = "" if detections is None else f", {len(detections.names)} detections"
-        print(f"{path}: {len(frame.labels)} labels{n}", file=sys.stderr)
+    inputs = [args.root, *([args.checkpoint] if args.checkpoint else [])]
+    check_output_folder(args.out, "pgnn view", force=args.force, inputs=inputs)  # before any work
+    with replace_folder(args.out, "pgnn view", force=args.force, inputs=inputs) as out:
+        for fid in ids:
+            _write_page(args, fid, explain, color_by, out)
     return 0
+
+
+def _write_page(args: argparse.Namespace, fid: str, explain: Any, color_by: str, out: Path) -> None:
+    """The page of frame ``fid`` in ``out``."""
+    from pgnn.data.frames import load_frame
+    from pgnn.viz.html import Boxes, view_figure, write_frame_html
+
+    frame = load_frame(args.root, fid, painted=args.painted, subset=args.subset)
+    if color_by == "painted" and frame.scores is None:
+        raise DataError("--color-by", "expected --painted with --color-by painted")
+    result = explain(frame) if explain is not None else None
+    detections = None
+    if result is not None:
+        d = result.detections
+        detections = Boxes(d.boxes, d.names, d.scores)
+    fig = view_figure(
+        fid,
+        frame.points_rect,
+        color_by=color_by,
+        intensity=frame.intensity,
+        painted_scores=frame.scores,
+        labels=Boxes.from_labels(frame.labels),
+        detections=detections,
+        graph=result.graph if result is not None and args.graph else None,
+        clusters=(result.candidate_keypoints, result.cluster)
+        if result is not None and args.clusters
+        else None,
+        max_points=args.max_points,
+        max_edges=args.max_edges,
+        seed=args.seed,
+    )
+    path = write_frame_html(fig, out / f"{fid}.html", div_id=f"pgnn-view-{fid}")
+    n = "" if detections is None else f", {len(detections.names)} detections"
+    print(f"{path}: {len(frame.labels)} labels{n}", file=sys.stderr)
 
 
 def _explainer(args: argparse.Namespace):  # noqa: ANN202 (Frame -> Explained)

@@ -63,7 +63,7 @@ class PlotsConfig(_Strict):
 
     bev_frames: Int = Field(3, ge=0, le=24)
     """Bird's-eye views of this many val frames (the first, by id) with the labels and the detections."""
-    view_frames: int = Field(2, ge=0, le=24)
+    view_frames: Int = Field(2, ge=0, le=24)
     """Interactive 3D pages (``view_<id>.html``, ``pgnn view``'s) of this many val frames, the first by id."""
 
 

@@ -97,8 +97,6 @@ RESUMABLE_CHANGES: dict[str, str] = {
     "max_steps": "where the run stops: a run asked for N steps resumes from its newest checkpoint at or "
     "before N, so it exports the step-N model of an uninterrupted N-step run",
     "max_epoch": "likewise: it only moves where the run stops",
-    "checkpoint_every": "when checkpoints are written; they hold the same state whenever they are written",
-    "save_every_epoch": "likewise",
     "keep_last": "how many checkpoints are kept on disk",
     "num_workers": "data-loading processes: the frames of a step depend only on (seed, epoch, step)",
     "device": "where the run computes (on one machine kind the result is the same; CPU and CUDA differ by "
@@ -109,7 +107,9 @@ RESUMABLE_CHANGES: dict[str, str] = {
 logged curves: they are not part of a run's key (:func:`pgnn.training.source.train_run_key`), so a change
 resumes the run. Each has a test that the weights are equal with and without the change
 (tests/training/test_neutral_settings.py). ``log_every``, ``eval_every`` and ``eval_frames`` change the
-logged curves (results too), so they are in the key."""
+logged curves (results too), and so do ``checkpoint_every`` and ``save_every_epoch`` (a checkpoint ends a
+logging interval, so that a resumed run logs what an uninterrupted one logs): they are in the key; the same
+test shows they leave the weights equal."""
 
 
 class TrainConfig(BaseModel):
@@ -164,7 +164,7 @@ class TrainConfig(BaseModel):
     ``tf32`` TF32 matmuls on Ampere and later GPUs (elsewhere fp32); ``bf16`` autocast to bfloat16 (CUDA and
     CPU); ``fp16`` autocast to float16 with a grad scaler (CUDA only). The max aggregation and the losses stay
     float32, the weights too. Part of the run key: it changes the weights."""
-    compile: bool = False
+    compile: Flag = False
     """``torch.compile`` the model for training (falls back to eager with a warning where compiling fails).
     Part of the run key: compiled kernels round differently."""
 

@@ -47,7 +47,7 @@ import yaml
 from pgnn.config.sensor import SensorConfig, load_sensor
 from pgnn.core.boxes import alpha_from_box
 from pgnn.core.errors import DataError
-from pgnn.core.io import atomic_dir, write_json_atomic, write_text_atomic
+from pgnn.core.io import write_json_atomic, write_text_atomic
 from pgnn.data.frames import load_frame
 from pgnn.data.kitti import write_calib, write_velodyne
 from pgnn.data.labels import KITTI_CLASSES, Label, difficulty, labels_to_boxes, write_labels
@@ -173,7 +173,8 @@ def kitti_labels(objects: Sequence[tuple[str, np.ndarray, int]], sensor: SensorC
 def convert_own_to_kitti(
     src: str | Path, dest: str | Path, missing_intensity: MissingIntensity = "refuse"
 ) -> dict[str, int]:
-    """Write the KITTI-layout root ``dest`` of the own dataset ``src`` (replaced whole, atomically).
+    """Write the KITTI-layout root of the own dataset ``src`` into the new, empty folder ``dest`` (``pgnn
+    convert`` gives a temporary one that replaces its output whole: :func:`pgnn.core.outputs.replace_folder`).
 
     Returns the number of frames of each split.
     """
@@ -191,20 +192,19 @@ def convert_own_to_kitti(
     calib = sensor_calib(sensor)
     to_output = sensor.extrinsic_matrix()
     counts = {}
-    with atomic_dir(dest) as tmp:
-        training = tmp / "training"
-        for name, path in frames.items():
-            scan, _ = read_scan(path, missing_intensity)  # (N, 4) sensor frame
-            xyz_out = scan[:, :3] @ to_output[:3, :3].T + to_output[:3, 3]  # (N, 3)
-            write_velodyne(training / "velodyne" / f"{ids[name]}.bin", scan[view_mask(xyz_out, sensor)])
-            write_calib(training / "calib" / f"{ids[name]}.txt", calib)
-            objects = read_own_labels(src / "labels" / f"{name}.json")
-            write_labels(training / "label_2" / f"{ids[name]}.txt", kitti_labels(objects, sensor))
-        for split_file in split_files:
-            names = read_own_split(split_file, list(frames))
-            write_text_atomic(tmp / "ImageSets" / split_file.name, "".join(ids[n] + "\n" for n in names))
-            counts[split_file.stem] = len(names)
-        write_text_atomic(tmp / "frame_names.txt", "".join(f"{i} {n}\n" for n, i in ids.items()))
+    training = dest / "training"
+    for name, path in frames.items():
+        scan, _ = read_scan(path, missing_intensity)  # (N, 4) sensor frame
+        xyz_out = scan[:, :3] @ to_output[:3, :3].T + to_output[:3, 3]  # (N, 3)
+        write_velodyne(training / "velodyne" / f"{ids[name]}.bin", scan[view_mask(xyz_out, sensor)])
+        write_calib(training / "calib" / f"{ids[name]}.txt", calib)
+        objects = read_own_labels(src / "labels" / f"{name}.json")
+        write_labels(training / "label_2" / f"{ids[name]}.txt", kitti_labels(objects, sensor))
+    for split_file in split_files:
+        names = read_own_split(split_file, list(frames))
+        write_text_atomic(dest / "ImageSets" / split_file.name, "".join(ids[n] + "\n" for n in names))
+        counts[split_file.stem] = len(names)
+    write_text_atomic(dest / "frame_names.txt", "".join(f"{i} {n}\n" for n, i in ids.items()))
     return counts
 
 

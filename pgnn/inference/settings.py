@@ -33,6 +33,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def set_threads(threads: int | None) -> None:
+    """``--threads``: torch's CPU threads (None: torch's default)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise DataError("--threads", f"expected a positive number of threads, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def input_frame_of(meta: Mapping[str, Any]) -> InputFrame:
     """The checkpoint's ``input_frame`` ("rect" or "cam2"); DataError for anything else."""
     frame = meta.get("input_frame")

@@ -231,11 +231,15 @@ TRAINING_STATE_KEYS = (
 )
 
 
-def export_model(src: str | Path, dest: str | Path) -> None:
+def export_model(src: str | Path, dest: str | Path, train_config: dict[str, Any] | None = None) -> None:
     """Write ``src``'s model without its training state (optimizer, RNG, position ...) to ``dest``.
 
     The exported file depends only on the weights and the recipe, so a resumed run and an uninterrupted one
     export the same bytes (their RNG states differ: the data loader draws from the global generator).
+    ``train_config`` replaces the checkpoint's: the run that exports states its own settings (a checkpoint
+    at step N saved by a longer run of the same key records that run's ``max_steps``).
     """
-    ckpt = load_checkpoint(src)
-    save_checkpoint(dest, {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS})
+    ckpt = {k: v for k, v in load_checkpoint(src).items() if k not in TRAINING_STATE_KEYS}
+    if train_config is not None:
+        ckpt["train_config"] = train_config
+    save_checkpoint(dest, ckpt)

@@ -36,6 +36,7 @@ log line per interval.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -69,7 +70,7 @@ from pgnn.training.live import (
     restore_live,
     write_summary,
 )
-from pgnn.training.run_folder import holding_run_folder
+from pgnn.training.run_folder import run_folder_lock
 from pgnn.training.schedule import learning_rate, micro_batch_plan, steps_per_epoch, total_steps
 from pgnn.training.state import META_KEYS, RunState, restore_run, save_run
 from pgnn.training.step import train_step
@@ -77,7 +78,6 @@ from pgnn.training.step import train_step
 log = logging.getLogger(__name__)
 
 
-@holding_run_folder  # claims, marks and locks out_dir for the whole run (pgnn.training.run_folder)
 def train(
     records_source: RecordSource,
     model_cfg: ModelConfig,
@@ -101,11 +101,13 @@ def train(
     ``train_cfg.eval_every`` steps and at the end; its values are logged next to the losses.
 
     The run stops at ``last_step`` (``max_steps`` / ``max_epoch``) and never resumes from past it: it
-    resumes from its newest checkpoint at or before that step, so asking for fewer steps than an earlier run
-    of the same key reached gives the model (and curves) of an uninterrupted run of that length. The dvclive
-    folder ``live_dir`` then holds this run's curves up to its last step (restored from the checkpoint it
-    resumed from) and a summary written from them. ``timings_path`` gets the last interval's seconds per
-    step (wall-clock figures: never in ``live_dir``).
+    resumes from its newest checkpoint at or before that step, so asking for fewer steps than an earlier
+    run of the same key reached gives the model (and curves) of an uninterrupted run of that length. Every
+    checkpoint step also ends a logging interval, so a resumed run logs what an uninterrupted one logs
+    (``checkpoint_every`` and ``save_every_epoch`` are therefore in the run key). The dvclive folder
+    ``live_dir`` then holds this run's curves up to its last step (restored from the checkpoint it resumed
+    from) and a summary written from them. ``timings_path`` gets the last interval's seconds per step
+    (wall-clock figures: never in ``live_dir``).
     """
     meta = {"input_frame": "rect", **(meta or {})}
     missing = [k for k in META_KEYS if k not in meta]
@@ -122,39 +124,41 @@ def train(
             key="train.batch_size",
         )
     last_step = total_steps(num_records, train_cfg)
-    dist = init_distributed(train_cfg.device)
-    try:
-        if train_cfg.batch_size % dist.world_size:
-            raise ValueError(
-                f"batch_size {train_cfg.batch_size} is not a multiple of the world size {dist.world_size}"
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 touches files
+    with run_folder_lock(out_dir) if main_rank else contextlib.nullcontext():  # claimed, marked, locked
+        dist = init_distributed(train_cfg.device)
+        try:
+            if train_cfg.batch_size % dist.world_size:
+                raise ValueError(
+                    f"batch_size {train_cfg.batch_size} is not a multiple of the world size {dist.world_size}"
+                )
+            run = restore_run(
+                out_dir, model_cfg, train_cfg, loss_cfg, meta, dist, init_checkpoint, num_records, last_step
             )
-        run = restore_run(
-            out_dir, model_cfg, train_cfg, loss_cfg, meta, dist, init_checkpoint, num_records, last_step
-        )
-        if run.resumed_from is not None and run.step >= last_step:  # nothing left to do
-            if dist.rank == 0 and live_dir is not None:
-                restore_live(Path(live_dir), run.step, run.live_history)
-                write_summary(Path(live_dir), run.step)
-            return run.resumed_from
-        _loop(
-            run,
-            records_source,
-            model_cfg,
-            train_cfg,
-            loss_cfg,
-            dist,
-            last_step,
-            per_epoch,
-            live_dir,
-            validate,
-            timings_path,
-        )
-        if dist.enabled:
-            torch.distributed.barrier()
-        return out_dir / checkpoint_name(run.step)  # saved when the last step was done
-    finally:
-        if dist.owns_group:
-            torch.distributed.destroy_process_group()
+            if run.resumed_from is not None and run.step >= last_step:  # nothing left to do
+                if dist.rank == 0 and live_dir is not None:
+                    restore_live(Path(live_dir), run.step, run.live_history)
+                    write_summary(Path(live_dir), run.step)
+                return run.resumed_from
+            _loop(
+                run,
+                records_source,
+                model_cfg,
+                train_cfg,
+                loss_cfg,
+                dist,
+                last_step,
+                per_epoch,
+                live_dir,
+                validate,
+                timings_path,
+            )
+            if dist.enabled:
+                torch.distributed.barrier()
+            return out_dir / checkpoint_name(run.step)  # saved when the last step was done
+        finally:
+            if dist.owns_group:
+                torch.distributed.destroy_process_group()
 
 
 def loader_workers(train_cfg: TrainConfig, source: RecordSource) -> int:
@@ -234,7 +238,14 @@ def _loop(
         if progress is not None:
             progress.update(1)
         done = run.step >= last_step
-        if run.step % train_cfg.log_every == 0 or done:
+        epoch_end = run.position == 0 and train_cfg.save_every_epoch is not None
+        save = (
+            run.step % train_cfg.checkpoint_every == 0
+            or done
+            or (epoch_end and run.epoch % train_cfg.save_every_epoch == 0)
+        )
+        # a checkpoint ends a logging interval: a run resumed from it logs what an uninterrupted one logs
+        if run.step % train_cfg.log_every == 0 or save:
             values = stats.reduce(dist)  # a collective: every rank calls it
             if dist.rank == 0:
                 log_interval(live, run.step, last_step, {**values, "lr": lr, "epoch": step_epoch})
@@ -251,12 +262,7 @@ def _loop(
                 values = dict(validate(model, run.step))
             model.train()
             log_values(live, run.step, values)
-        epoch_end = run.position == 0 and train_cfg.save_every_epoch is not None
-        if (
-            run.step % train_cfg.checkpoint_every == 0
-            or done
-            or (epoch_end and run.epoch % train_cfg.save_every_epoch == 0)
-        ):
+        if save:
             history = live_history(Path(live_dir)) if live is not None else None
             save_run(run, train_cfg, loss_cfg, dist, len(records_source), history)
     if progress is not None:

@@ -11,9 +11,6 @@ lock for the whole run, so a second trainer of the same run is refused at once n
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,18 +70,3 @@ def _check_claimable(out_dir: Path) -> None:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def holding_run_folder(train_fn: F) -> F:
-    """Decorate a ``train(..., out_dir, ...)`` function: rank 0 (``RANK``, torchrun's) holds
-    :func:`run_folder_lock` on ``out_dir`` for the whole call; the other ranks touch no files."""
-    signature = inspect.signature(train_fn)
-
-    @functools.wraps(train_fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        out_dir = signature.bind(*args, **kwargs).arguments["out_dir"]
-        main_rank = int(os.environ.get("RANK", "0")) == 0
-        with run_folder_lock(out_dir) if main_rank else contextlib.nullcontext():
-            return train_fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]

@@ -57,10 +57,20 @@ CASES: list[tuple[str, set[str], Case]] = [
     ("checkpoints", {"prune"}, lambda f: ["checkpoints", str(f), "--prune"]),
     ("checkpoints", {"prune"}, lambda f: ["checkpoints", str(f / "data"), "--prune"]),
     ("dvc-yaml", {"out"}, lambda f: ["dvc-yaml", "--out", str(f / "params.yaml")]),
+    ("detect", {"out"}, lambda f: _detect(f, "--out", str(f / "training" / "label_2"))),
+    ("detect", {"out"}, lambda f: _detect(f, "--out", str(f / "training"))),  # holds the input scan
+    ("detect", {"out"}, lambda f: _detect(f, "--out", str(f / "src"), "--force")),  # --force: not the ckpt
+    ("convert", {"dest"}, lambda f: ["convert", str(f / "data"), str(f / "training" / "label_2")]),
+    ("convert", {"dest"}, lambda f: ["convert", str(f), str(f / "ImageSets"), "--force"]),  # in its input
+    ("view", {"out"}, lambda f: ["view", "--root", str(f), "0", "--out", str(f / "training" / "calib")]),
+    ("view", {"out"}, lambda f: ["view", "--root", str(f), "0", "--out", str(f / ".git"), "--force"]),
+    ("export", {"out"}, lambda f: ["export", _in(f, "src/w.npz"), _in(f, "src/tool.py")]),
+    ("export", {"out"}, lambda f: ["export", _in(f, "src/w.npz"), _in(f, "src/w.npz"), "--force"]),
+    ("runs", {"plot"}, lambda f: ["runs", "--root", str(f), "--plot", _in(f, "a.md")]),
 ]  # fmt: skip
 
 # output options written inside another one's output (covered with it)
-WRITTEN_INSIDE = {("predict", "png"): "out"}
+WRITTEN_INSIDE = {("predict", "png"): "out", ("detect", "kitti"): "out", ("detect", "png"): "out"}
 
 _WRITES = re.compile(r"\b(write|delete|to write|folder for)\b(?! nothing)", re.IGNORECASE)
 
@@ -80,6 +90,11 @@ def _configs(f: Path) -> list[str]:
 def _predict(f: Path, *extra: str) -> list[str]:
     checkpoint = f / "src" / "w.npz"
     return ["predict", "--checkpoint", str(checkpoint), "--root", str(f), "--ids", "0", *extra]
+
+
+def _detect(f: Path, *extra: str) -> list[str]:
+    scan = f / "training" / "velodyne" / "000000.bin"
+    return ["detect", str(scan), "--checkpoint", str(f / "src" / "w.npz"), *extra]
 
 
 def foreign_root(dest: Path, kitti_sample: Path) -> Path:

@@ -14,8 +14,6 @@ import pytest
 import yaml
 
 from pgnn.cli import main as cli_main
-from pgnn.config.params import EvalConfig, load_params
-from pgnn.config.presets import resolve
 from pgnn.core.shards import run_plan
 from pgnn.data.kitti import frame_ids, has_camera, read_split
 from pgnn.data.labels import Label, labels_to_boxes, read_labels
@@ -109,40 +107,25 @@ def test_evaluation_without_a_camera_is_bev_and_3d_only() -> None:
 
 
 def test_end_to_end_on_a_converted_dataset(converted: dict[str, Path]) -> None:
+    """The converted root through the pipeline's stages (the one wiring every driver uses): prepare, graphs,
+    train, predict and evaluate, with BEV/3D AP only (no camera)."""
+    from pgnn.pipeline.runner import run_in_order, upstream
     from pgnn.pipeline.stages import Layout
-    from pgnn.pipeline.standalone import train_project
-    from pgnn.pipeline.steps.evaluate import evaluate_step
-    from pgnn.pipeline.steps.graphs import graphs_step
-    from pgnn.pipeline.steps.predict import predict_step
-    from pgnn.pipeline.steps.prepare import prepare_step
 
     project = converted["dir"] / "project"
     project.mkdir()
     (project / "kitti").symlink_to(converted["kitti"])
-    params_path = project / "params.yaml"
     data = {"root": "kitti", "frames_per_shard": 4, "workers": 1}
     # every candidate becomes a detection: 3 steps train no confident model, the files must still be right
-    train, post = {"batch_size": 1}, {"score_threshold": 0.0}
-    params_path.write_text(
-        yaml.safe_dump({"preset": "small", "data": data, "train": train, "postprocess": post})
-    )
-    model = train_project(params_path, max_steps=3)
-    params = load_params(params_path)
+    train, post = {"batch_size": 1, "max_steps": 3}, {"score_threshold": 0.0}
+    params = {"preset": "small", "data": data, "train": train, "postprocess": post}
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
     layout = Layout(project)
-    prepare_step(params.data, "val", layout.prepared("val"), root_dir=project)
-    recipe = resolve(params)
-    graphs_step(recipe, "val", layout.prepared("val"), layout.graphs("val"), 4, 1)
-    predict_step(
-        recipe, model, layout.graphs("val"), layout.prepared("val"), project / "pred", project / "t.json"
-    )
+    run_in_order(layout, upstream(["evaluate"], "kitti"))
     val = read_split(converted["kitti"] / "ImageSets" / "val.txt")
-    detections = [
-        lab for fid in val for lab in read_labels(project / "pred" / f"{fid}.txt", allow_score=True)
-    ]
+    pred = layout.path("predictions", "val")
+    detections = [lab for fid in val for lab in read_labels(pred / f"{fid}.txt", allow_score=True)]
     assert detections and all(lab.bbox == (-1.0, -1.0, -1.0, -1.0) for lab in detections)  # no image
-    results = evaluate_step(
-        EvalConfig(), layout.prepared("val"), project / "pred", project / "ap.json", project / "c"
-    )
+    results = json.loads(layout.path("eval_metrics").read_text())
     assert {k.split("/")[1] for k in results} == {"bev", "3d"}
     assert all(0.0 <= v <= 100.0 for v in results.values())
-    assert json.loads((project / "ap.json").read_text()) == results

@@ -176,7 +176,7 @@ def test_exp_run_with_fewer_or_more_steps_gives_a_fresh_runs_model(
 ) -> None:
     dvc = clones["dvc"]
     if "max_epoch" in setting:
-        dvc_in(dvc, "exp", "run", "-S", "train.max_steps=1000", "-S", setting)
+        dvc_in(dvc, "exp", "run", "-S", "train.max_steps=1000", "-S", f"+{setting}")  # + adds a new key
     else:
         proc = dvc_in(dvc, "exp", "run", "-S", setting)
         assert f"ckpt-{resumes_from:08d}.pt" in proc.stdout + proc.stderr, proc.stdout[-3000:]

@@ -239,6 +239,8 @@ PERTURB: dict[str, Any] = {
     "train.clip_grad_norm": 10.0,
     "train.eval_every": 100,
     "train.eval_frames": 4,
+    "train.precision": "bf16",
+    "train.compile": True,
     "loss": {"cls_loss_weight": 0.5},
     "augment.enabled": True,
     "augment.steps": [{"method": "random_flip_all", "flip_prob": 0.5}],
@@ -247,6 +249,7 @@ PERTURB: dict[str, Any] = {
     "postprocess.score_threshold": 0.5,
     "eval.classes": ["Car", "Pedestrian"],
     "plots.bev_frames": 1,
+    "plots.view_frames": 1,
 }
 # What each changes, through params.resolved.yaml: the stages that rerun.
 EXPECTED_RERUNS = {

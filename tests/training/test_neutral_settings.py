@@ -3,9 +3,9 @@
 The cases are generated from :data:`pgnn.config.training.RESUMABLE_CHANGES` (the settings left out of a run's
 key, so that changing one resumes the run): a key added there without a case here fails
 :func:`test_every_resumable_setting_has_a_case`. Each is checked twice: a fresh run with the other value,
-and a run of the first value resumed with the other. The logging and validation settings (``log_every``,
-``eval_every``, ``eval_frames``) are in the run key, since the curves they log are results too; they are
-shown not to change the weights either.
+and a run of the first value resumed with the other. The logging, checkpoint and validation
+settings (``log_every``, ``checkpoint_every``, ``save_every_epoch``, ``eval_every``, ``eval_frames``) are in
+the run key, since they shape the logged curves (results too); they are shown not to change the weights.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # setting: (train settings of the reference, the changed ones); both runs end at step STEPS
     "max_steps": ({"max_steps": STEPS}, {"max_steps": STEPS + 2}),
     "max_epoch": ({"max_steps": STEPS}, {"max_steps": None, "max_epoch": 2}),
-    "checkpoint_every": ({}, {"checkpoint_every": 1}),
-    "save_every_epoch": ({}, {"save_every_epoch": 1}),
     "keep_last": ({"checkpoint_every": 1}, {"checkpoint_every": 1, "keep_last": 1}),
     "num_workers": ({"num_workers": 0}, {"num_workers": 2}),
     "device": ({"device": "cpu"}, {"device": "auto"}),
@@ -71,9 +69,15 @@ def test_a_resumable_setting_leaves_the_weights_equal(tmp_path: Path, setting: s
     assert_same(weights_at(tmp_path / "resumed", STEPS), expected)
 
 
-def test_log_every_leaves_the_weights_equal(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "settings",
+    [{"log_every": 1}, {"checkpoint_every": 1}, {"save_every_epoch": 1}],
+    ids=lambda d: next(iter(d)),
+)
+def test_logging_and_checkpoint_settings_leave_the_weights_equal(tmp_path: Path, settings: dict) -> None:
+    """In the run key (they shape the logged curves), but the weights are the same."""
     run(tmp_path / "a", log_every=1000)
-    run(tmp_path / "b", log_every=1)
+    run(tmp_path / "b", **{"log_every": 1000, **settings})
     assert_same(weights_at(tmp_path / "a", STEPS), weights_at(tmp_path / "b", STEPS))
 
 

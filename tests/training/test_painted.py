@@ -109,18 +109,21 @@ def test_augmented_painted_samples_carry_scores(pipeline: dict[str, Path]) -> No
 
 
 def _train(r: object, pipeline: dict[str, Path], name: str) -> Path:
-    from pgnn.pipeline.steps.train import train_step
+    """The train stage's work on these samples (pgnn.pipeline.steps.train.train_step, with the test's
+    folders): records, the loop, the exported model and the metric."""
+    from pgnn.nn.checkpoint import export_model
+    from pgnn.pipeline.steps.train import train_meta
+    from pgnn.training.loop import train
+    from pgnn.training.source import train_records
 
     out = pipeline["root"] / name
-    return train_step(
-        r,
-        pipeline["graphs"],
-        out / "checkpoints",
-        out / "model.pt",
-        out / "live",
-        out / "train.json",
-        prepared_dir=pipeline["prepared"],
+    records = train_records(r, pipeline["graphs"], pipeline["prepared"])
+    final = train(
+        records, r.model, r.train, r.loss, out / "checkpoints", live_dir=out / "live", meta=train_meta(r)
     )
+    export_model(final, out / "model.pt")
+    (out / "train.json").write_text((out / "live" / "metrics.json").read_text())
+    return out / "model.pt"
 
 
 def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipeline: dict[str, Path]) -> None:

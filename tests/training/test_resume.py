@@ -130,9 +130,9 @@ def test_a_run_asked_for_n_steps_equals_a_fresh_n_step_run_whatever_ran_before(
 
     out, live = tmp_path / "ckpt", tmp_path / "live"
     run(out, live, 8)
-    assert sorted(p.name for p in out.iterdir()) == ["ckpt-00000008.pt"]  # keep_last 1
+    assert sorted(p.name for p in out.glob("ckpt-*.pt")) == ["ckpt-00000008.pt"]  # keep_last 1
     run(out, live, 4)  # nothing at or before 4: a fresh start, which keeps 8 (a later step of the same run)
-    assert sorted(p.name for p in out.iterdir()) == ["ckpt-00000004.pt", "ckpt-00000008.pt"]
+    assert sorted(p.name for p in out.glob("ckpt-*.pt")) == ["ckpt-00000004.pt", "ckpt-00000008.pt"]
     run(tmp_path / "other", live, 2)  # another run writes the dvclive folder meanwhile
     final = run(out, live, steps)
     assert final == out / f"ckpt-{steps:08d}.pt" and load_checkpoint(final)["step"] == steps

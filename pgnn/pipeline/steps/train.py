@@ -83,7 +83,7 @@ def train_step(resolved: Resolved, layout: Layout) -> Path:
     model_path = layout.path("model")
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 touches files
         return model_path
-    export_model(final, model_path)
+    export_model(final, model_path, resolved.train.model_dump(mode="json"))
     summary_path = layout.path("train_summary")
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     write_json_atomic(layout.path("train_metrics"), train_results(summary))
