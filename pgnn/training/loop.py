@@ -137,8 +137,7 @@ def train(
             )
             if run.resumed_from is not None and run.step >= last_step:  # nothing left to do
                 if dist.rank == 0 and live_dir is not None:
-                    restore_live(Path(live_dir), run.step, run.live_history)
-                    write_summary(Path(live_dir), run.step)
+                    _finish_restored(run, Path(live_dir), train_cfg, validate)
                 return run.resumed_from
             _loop(
                 run,
@@ -159,6 +158,23 @@ def train(
         finally:
             if dist.owns_group:
                 torch.distributed.destroy_process_group()
+
+
+def _finish_restored(
+    run: RunState, live_dir: Path, train_cfg: TrainConfig, validate: Validator | None
+) -> None:
+    """The curves of a run that resumed at its last step: the checkpoint's, plus the validation a run ending
+    there does at its last step (a longer run of the same key saved that checkpoint without it; the weights
+    are the same, so the values are too), and the summary."""
+    restore_live(live_dir, run.step, run.live_history)
+    every = train_cfg.eval_every
+    if validate is not None and every is not None and run.step % every != 0:
+        live = open_live(live_dir, resume=True)
+        run.model.eval()
+        with torch.no_grad():
+            log_values(live, run.step, dict(validate(run.model, run.step)))
+        live.end()
+    write_summary(live_dir, run.step)
 
 
 def loader_workers(train_cfg: TrainConfig, source: RecordSource) -> int:

@@ -206,7 +206,7 @@ def test_view_command_writes_one_page_per_frame(kitti_sample: Path, tmp_path: Pa
     argv = ["view", "--root", str(kitti_sample), "1", "--split", str(split), "--limit", "2"]
     rc = cli_main([*argv, "--max-points", "5000", "--out", str(out)])
     assert rc == 0
-    assert sorted(p.name for p in out.iterdir()) == ["000001.html", "000008.html"]
+    assert sorted(p.name for p in out.glob("*.html")) == ["000001.html", "000008.html"]
     text = (out / "000008.html").read_text()
     assert 'id="pgnn-view-000008"' in text and "5,000 of " in text and "label: Car (" in text
 
