@@ -1,7 +1,7 @@
 """Profile of the default run's CPU training step (torch.profiler), and ms a step by thread setting.
 
     .venv/bin/python benchmarks/profile_train.py profile [--steps 10] [--rows 15] [--threads 1]
-    .venv/bin/python benchmarks/profile_train.py threads [--steps 20] [--rounds 3]
+    .venv/bin/python benchmarks/profile_train.py threads [--steps 20] [--rounds 3] [--busy 1]
 
 The step is the default run's: params.yaml's preset ``small_painted_car`` (the ``small`` network on painted
 ``is`` inputs, batch 2, Adam), on synthetic painted frames (``pgnn.data.synthetic``, seed 0) through the
@@ -12,10 +12,11 @@ pipeline's ``graph_record`` (the cached graphs it trains on: ``resample_graph`` 
 ``profile``: a per-op table, the top ``--rows`` ops by self CPU time over ``--steps`` steps after 3 warm-up
 steps (``torch.profiler.profile(activities=[CPU])``), with the thread count set by ``--threads``.
 
-``threads``: ms a step (median over ``--steps`` steps after 3 warm-up steps) for each of: 1 thread;
-2 threads; 2 threads with ``OMP_WAIT_POLICY=PASSIVE``, each in its own process (OpenMP reads its environment
-at start), ``--rounds`` times interleaved, each row with ``/proc/loadavg`` at its start (the machine may be
-shared: compare rows of the same round).
+``threads``: ms a step (median over ``--steps`` steps after 3 warm-up steps) for each of ``SETTINGS``
+(1 thread; 2 threads with OpenMP's default busy-wait, with ``OMP_WAIT_POLICY=PASSIVE`` and with two bounded
+spin counts), each in its own process (OpenMP reads its environment at start), ``--rounds`` times
+interleaved, each row with ``/proc/loadavg`` at its start (the machine may be shared: compare rows of the
+same round). ``--busy N`` runs N busy-looping processes meanwhile: a loaded machine, on purpose.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ SETTINGS = (
     ("1 thread", 1, {}),
     ("2 threads", 2, {}),
     ("2 threads, OMP_WAIT_POLICY=PASSIVE", 2, {"OMP_WAIT_POLICY": "PASSIVE"}),
+    # libgomp (torch's OpenMP): spin this many times before sleeping (default 300000; PASSIVE: 0)
+    ("2 threads, GOMP_SPINCOUNT=10000", 2, {"GOMP_SPINCOUNT": "10000"}),
+    ("2 threads, GOMP_SPINCOUNT=100000", 2, {"GOMP_SPINCOUNT": "100000"}),
 )
 FRAMES = 8
 PRESET = "small_painted_car"
@@ -92,6 +96,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=15, help="profile: ops in the table")
     parser.add_argument("--threads", type=int, default=1, help="profile: torch intra-op threads")
     parser.add_argument("--rounds", type=int, default=3, help="threads: interleaved rounds of the settings")
+    parser.add_argument("--busy", type=int, default=0, help="threads: busy-looping processes meanwhile")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: time one setting
     args = parser.parse_args()
     if args.one is not None:
@@ -103,12 +108,24 @@ def main() -> int:
         print(profile(args.threads, args.steps or 10, args.rows))
         return 0
     steps = args.steps or 20
-    print(f"{PRESET} training step, median of {steps} steps: ms a step (CPU ms) [loadavg at start]")
-    for r in range(args.rounds):
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        print(f"{PRESET} training step, median of {steps} steps: ms a step (CPU ms) [loadavg at start]")
+        print(f"with {args.busy} busy-looping process(es)")
+        time_settings(steps, args.rounds)
+    finally:
+        for p in busy:
+            p.kill()
+    return 0
+
+
+def time_settings(steps: int, rounds: int) -> None:
+    """Print a row per (round, setting) of ``SETTINGS``: ms a step, CPU ms, loadavg at its start."""
+    for r in range(rounds):
         for name, threads, env in SETTINGS:
             load = loadavg()
             child_env = {**os.environ, "OMP_NUM_THREADS": str(threads), **env}
-            if not env:
+            if "OMP_WAIT_POLICY" not in env:
                 child_env.pop("OMP_WAIT_POLICY", None)
             job = json.dumps({"threads": threads, "steps": steps})
             proc = subprocess.run(
@@ -120,7 +137,6 @@ def main() -> int:
             )
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             print(f"round {r + 1}  {name:<36} {res['ms']:7.1f} ({res['cpu_ms']:6.1f})  [{load}]", flush=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,14 @@ if str(ROOT) not in sys.path:
 
 
 def main(name: str) -> None:
-    """Run stage ``name`` (``pgnn.pipeline.runner``) with this script's arguments on the repo root."""
+    """Run stage ``name`` (``pgnn.pipeline.runner``) with this script's arguments on the repo root.
+    OpenMP's spin (``SPIN_ENV``) is set here too, before torch loads, for ``dvc exp run`` outside ``make``."""
+    import os
+
+    from pgnn.pipeline.run import SPIN_ENV
+
+    for key, value in SPIN_ENV.items():
+        os.environ.setdefault(key, value)
     from pgnn.core.errors import install_user_errors
     from pgnn.pipeline.runner import run_stage
 

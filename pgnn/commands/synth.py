@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--val-fraction", type=float, default=0.5, help="share of frames in ImageSets/val.txt"
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes writing frames (the bytes do not depend on it)"
+    )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
@@ -35,6 +38,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"expected --seed >= 0, got {args.seed}"
     if not 0.0 <= args.val_fraction <= 1.0:
         return f"expected 0 <= --val-fraction <= 1, got {args.val_fraction}"
+    if args.workers < 1:
+        return f"expected --workers >= 1, got {args.workers}"
     return None
 
 
@@ -44,7 +49,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"pgnn synth: error: {problem}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    generate_dataset(args.out_dir, args.frames, args.seed, val_fraction=args.val_fraction, force=args.force)
+    generate_dataset(
+        args.out_dir,
+        args.frames,
+        args.seed,
+        val_fraction=args.val_fraction,
+        force=args.force,
+        workers=args.workers,
+    )
     summary = {
         "out_dir": str(args.out_dir),
         "frames": args.frames,

@@ -123,17 +123,29 @@ _SMALL = Recipe(
 def _small_painted_car(recipe: Recipe) -> Recipe:
     """The default: ``recipe`` (``small``) on the seed's painted ``is`` inputs, with the heading kept
     (``Car_heading``: four yaw bins instead of the original's two, which fold a car's heading modulo pi),
-    3000 steps (x0.5 every 750), and the validation AP on 16 val frames every 500 steps. Found with the
-    experiments of the README's "Default run" table."""
+    the ``small_car`` graphs (a 2 m keypoint radius instead of 4 m), the classification loss weighted 2
+    (instead of 1), 3000 steps (x0.5 every 750) on 2 CPU threads, and the validation AP on 16 val frames
+    every 1000 steps. Found with the experiments of docs/experiment-log.md (e10, then e12-e16 for speed)."""
     names = method_class_names("Car_heading")
     return recipe.model_copy(
         update={
+            "graph": GRAPH_PRESETS["small_car"],
+            "graph_name": "small_car",
+            "runtime_graph": GRAPH_PRESETS["small_car_runtime"],
+            "runtime_graph_name": "small_car_runtime",
             "targets": recipe.targets.model_copy(
                 update={"label_method": "Car_heading", "input_features": "is"}
             ),
             "model": recipe.model.model_copy(update={"input_dim": 5, "num_classes": len(names)}),
+            "loss": recipe.loss.model_copy(update={"cls_loss_weight": 2.0}),
             "train": recipe.train.model_copy(
-                update={"max_steps": 3000, "decay_step": 750, "eval_every": 500, "eval_frames": 16}
+                update={
+                    "max_steps": 3000,
+                    "decay_step": 750,
+                    "eval_every": 1000,
+                    "eval_frames": 16,
+                    "threads": 2,
+                }
             ),
             "postprocess": recipe.postprocess.model_copy(
                 update={

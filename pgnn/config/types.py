@@ -38,7 +38,7 @@ MAX_FRAMES = 10**6
 """Frames of a dataset or a subset of one: 130x KITTI's 7,481 training frames."""
 
 MAX_WORKERS = 1024
-"""Processes: more than the cores of any one machine that runs pgnn."""
+"""Processes or threads: more than the cores of any one machine that runs pgnn."""
 
 MAX_SHARD_FRAMES = 10**4
 """Frames per shard: a shard of 10^4 graph frames is already about 6.5 GB (a train-config frame: 646 KB)."""

@@ -80,6 +80,13 @@ def test_same_seed_writes_identical_bytes(dataset: Path, tmp_path: Path) -> None
     assert all(first[k] == second[k] for k in first)
 
 
+def test_worker_processes_write_identical_bytes(dataset: Path, tmp_path: Path) -> None:
+    generate_dataset(tmp_path / "pool", 2, SEED, workers=2)  # the synth stage's data.workers
+    first, second = _files(dataset), _files(tmp_path / "pool")
+    assert first.keys() == second.keys()
+    assert all(first[k] == second[k] for k in first)
+
+
 def test_frames_do_not_depend_on_dataset_size(dataset: Path, tmp_path: Path) -> None:
     generate_dataset(tmp_path / "one", 1, SEED, val_fraction=0.0)
     one = _files(tmp_path / "one")

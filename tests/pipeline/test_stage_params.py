@@ -241,6 +241,7 @@ PERTURB: dict[str, Any] = {
     "train.eval_frames": 4,
     "train.precision": "bf16",
     "train.compile": True,
+    "train.threads": 3,
     "loss": {"cls_loss_weight": 0.5},
     "augment.enabled": True,
     "augment.steps": [{"method": "random_flip_all", "flip_prob": 0.5}],

@@ -3,7 +3,9 @@ files, the train / val split and the whole synthetic KITTI root (``generate_data
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -149,10 +151,12 @@ def generate_dataset(
     config: SynthConfig | None = None,
     *,
     force: bool = False,
+    workers: int = 1,
 ) -> None:
     """Write a synthetic KITTI root: ``training/{velodyne,calib,label_2,image_2,painted_lidar}`` for frames
-    000000 .. num_frames-1 and ``ImageSets/{train,val,trainval}.txt``. Same arguments, same bytes.
-    Progress goes to stderr (``pgnn.core.progress``).
+    000000 .. num_frames-1 and ``ImageSets/{train,val,trainval}.txt``. Same arguments, same bytes, for any
+    ``workers`` (processes writing frames: each frame depends only on ``(seed, index)``). Progress goes to
+    stderr (``pgnn.core.progress``).
 
     All or nothing: the root is built as a temporary sibling that replaces ``out_dir`` whole at the end
     (``pgnn.core.outputs.replace_folder``), so a full disk or a kill leaves the earlier ``out_dir``. An
@@ -166,10 +170,25 @@ def generate_dataset(
         raise ValueError(f"expected num_frames >= 1, got {num_frames}")
     config = config or SynthConfig()
     train, val = split_frame_ids(num_frames, seed, val_fraction)
+    if workers < 1:
+        raise ValueError(f"expected workers >= 1, got {workers}")
     with replace_folder(out_dir, "pgnn synth", force=force) as root:
-        for index in track(range(num_frames), "synth", "frame"):
-            write_frame(root, generate_frame(index, seed, config), config.png_compress_level)
+        write = partial(_generate_and_write, root, seed, config)
+        if workers == 1 or num_frames == 1:
+            for index in track(range(num_frames), "synth", "frame"):
+                write(index)
+        else:
+            with ProcessPoolExecutor(max_workers=min(workers, num_frames)) as pool:
+                # map keeps the order and re-raises a worker's exception; chunks of 4 frames per task
+                done = pool.map(write, range(num_frames), chunksize=4)
+                for _ in track(done, "synth", "frame", total=num_frames):
+                    pass
         sets = root / "ImageSets"
         write_text_atomic(sets / "train.txt", "".join(f"{i}\n" for i in train))
         write_text_atomic(sets / "val.txt", "".join(f"{i}\n" for i in val))
         write_text_atomic(sets / "trainval.txt", "".join(f"{i:06d}\n" for i in range(num_frames)))
+
+
+def _generate_and_write(root: Path, seed: int, config: SynthConfig, index: int) -> None:
+    """Frame ``index`` of ``seed``, written under ``root`` (one task of :func:`generate_dataset`)."""
+    write_frame(root, generate_frame(index, seed, config), config.png_compress_level)

@@ -47,7 +47,7 @@ def train_step(resolved: Resolved, layout: Layout) -> Path:
     ``train_metrics`` gets the results only (the final interval's losses: a DVC metric), ``train_summary``
     dvclive's summary (from the curves), ``train_timings`` the seconds per step (not tracked).
     """
-    torch.set_num_threads(int(os.environ.get("PGNN_TORCH_THREADS", "1")))
+    torch.set_num_threads(resolved.train.threads)
     graphs, prepared, gt_db = (
         layout.path("graphs", "train"),
         layout.path("prepared", "train"),
