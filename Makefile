@@ -12,8 +12,6 @@ export DVC_NO_ANALYTICS := 1
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export OMP_NUM_THREADS ?= 1
-# bounded OpenMP spin for the 2 training threads (pgnn/pipeline/run.py SPIN_ENV says why)
-export GOMP_SPINCOUNT ?= 100000
 
 .PHONY: venv pipeline test lint bench clean-venv
 
