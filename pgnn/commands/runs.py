@@ -2,7 +2,10 @@
 
 One row per run: its name and short rev, the headline AP, the best and last validation AP logged during
 training, the final step, and only the params that differ between the rows shown (``pgnn.pipeline.runs``).
-``--plot OUT.png`` overlays the runs' loss and validation AP curves in one chart (``pgnn.viz.compare``).
+Finished runs whose params are equal except ``train.seed`` are one row, a seed group, each figure its mean ±
+sd over the group's runs; the closing lines say which AP differences lie within noise
+(``pgnn.pipeline.spread``). ``--plot OUT.png`` overlays the runs' loss and validation AP curves in one chart
+(``pgnn.viz.compare``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,13 @@ import argparse
 from pathlib import Path
 
 from pgnn.core.outputs import FORCE_HELP
+from pgnn.pipeline.spread import RULE, SD
+
+GROUPS_HELP = (
+    "one row per run: no seed groups (by default, finished runs whose params are equal except train.seed are "
+    f"one row, each AP as mean ± sd over its runs ({SD}); AP differences between a group and another row "
+    f"within noise, {RULE}, are named below the table)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--root", type=Path, default=Path("."), help="the git + DVC project")
     parser.add_argument("--all", action="store_true", help="every param and metric column, no width limit")
+    parser.add_argument("--no-groups", action="store_true", help=GROUPS_HELP)
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--csv", action="store_true", help="CSV instead of the table")
     form.add_argument("--json", action="store_true", help="JSON instead of the table")
@@ -48,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.json:
         print(to_json(runs, args.all))
     else:
-        print(table(runs, args.width or (None if args.all else 120), args.all))
+        print(table(runs, args.width or (None if args.all else 120), args.all, not args.no_groups))
     if args.plot is not None:
         from pgnn.viz.compare import compare_chart
 

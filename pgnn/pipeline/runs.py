@@ -8,6 +8,11 @@ logged during training (the dvclive curve under the ``live_plots`` folder: read 
 dvclive's files are tracked by git here, or from disk for the workspace), the final step, and only the params
 that differ between the rows shown. :func:`table` fits the rows into a width (120 columns by default),
 dropping the params that do not fit and saying so.
+
+Finished runs whose params are equal except ``train.seed`` are one *seed group* (:func:`group_rows`): one row
+whose figures are ``mean ± sd`` over its runs (:mod:`pgnn.pipeline.spread`), and the table's closing lines
+name each group's runs and the pairs of rows (a group and a group, or a group and a run) whose headline AP
+differs within noise.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pgnn.core.errors import DataError
+from pgnn.pipeline.spread import RULE, SD, Spread, spread, within_noise
 from pgnn.pipeline.stages import PATHS
 
 PARAMS_FILE = "params.yaml"  # the file `dvc exp run -S` edits: its keys are the params people set
@@ -32,6 +38,7 @@ VAL_FOLDER = "val"  # pgnn.eval.validation's val/<class>/<metric>/<difficulty>, 
 HEADLINE_VALUES = 2  # the first values of the ap metric file shown (Car 3D and BEV moderate R40)
 DONE_STATES = ("success", None)  # executor states whose commit holds the run's results (None: a plain run)
 ABSENT = "-"  # a param cell of a run whose params lack the key (a null value is written "null")
+SEED = "train.seed"  # the one param in which the runs of a seed group differ
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,102 @@ class Run:
                 return curve.steps[-1]
         value = self.params.get("train.max_steps")
         return value if isinstance(value, int) else None
+
+
+class Each(tuple):
+    """A group's value that differs between its runs (its seeds, say): one value per run, in its order."""
+
+
+@dataclass(frozen=True)
+class GroupCurve:
+    """A group's val curve as the table shows it: the spread of its runs' best and last values."""
+
+    name: str
+    best_ap: Spread | None
+    last_ap: Spread | None
+
+    def best(self) -> Spread | None:
+        return self.best_ap
+
+    def last(self) -> Spread | None:
+        return self.last_ap
+
+
+@dataclass(frozen=True)
+class Group:
+    """A seed group: finished runs whose params are equal except ``train.seed``, shown as one row."""
+
+    label: str  # "1", "2", ... in the table's order
+    members: tuple[Run, ...]
+    rev: str = ""
+    state: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"group {self.label}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The members' params (equal but for the seed), the seed as :class:`Each` of the members' seeds."""
+        return {**self.members[0].params, SEED: Each(m.params[SEED] for m in self.members)}
+
+    @property
+    def metrics(self) -> dict[str, Spread | None]:
+        keys = dict.fromkeys(k for m in self.members for k in m.metrics)
+        return {k: spread(_number(m.metrics.get(k)) for m in self.members) for k in keys}
+
+    @property
+    def headline(self) -> dict[str, Spread | None]:
+        keys = dict.fromkeys(k for m in self.members for k in m.headline)
+        return {k: spread(m.headline.get(k) for m in self.members) for k in keys}
+
+    @property
+    def val(self) -> GroupCurve:
+        best = spread(None if (p := m.val.best()) is None else p[1] for m in self.members)
+        last = spread(None if (p := m.val.last()) is None else p[1] for m in self.members)
+        return GroupCurve(next((m.val.name for m in self.members if m.val.name), ""), best, last)
+
+    def steps(self) -> int | None | Each:
+        """The members' final step: one number when they agree, else :class:`Each` of them."""
+        steps = [m.steps() for m in self.members]
+        return steps[0] if len(set(steps)) == 1 else Each(steps)
+
+
+Row = Run | Group
+
+
+def group_rows(runs: Sequence[Run]) -> list[Row]:
+    """The table's rows: each seed group of ``runs`` as one :class:`Group` in the place of its first run, the
+    other runs as they are, in ``runs``' order.
+
+    A seed group is two or more finished runs (the baseline commit and experiments, not the workspace: it is
+    a copy of one of them) that have ``train.seed`` and whose other params are all equal, ordered by seed. A
+    run whose seed is already in its group (the first in ``runs``' order has it: a `dvc exp run` of unchanged
+    params reuses earlier results) stays a row of its own.
+    """
+    buckets: dict[str, list[int]] = {}
+    for i, run in enumerate(runs):
+        if run.rev and run.state in DONE_STATES and SEED in run.params:
+            others = {k: v for k, v in run.params.items() if k != SEED}
+            bucket = buckets.setdefault(json.dumps(others, sort_keys=True, default=str), [])
+            if all(runs[j].params[SEED] != run.params[SEED] for j in bucket):
+                bucket.append(i)
+    groups = {b[0]: sorted(b, key=lambda j: _seed_order(runs[j])) for b in buckets.values() if len(b) > 1}
+    grouped = {i for b in groups.values() for i in b}
+    rows: list[Row] = []
+    for i, run in enumerate(runs):
+        if i in groups:
+            label = str(sum(isinstance(r, Group) for r in rows) + 1)
+            rows.append(Group(label, tuple(runs[j] for j in groups[i])))
+        elif i not in grouped:
+            rows.append(run)
+    return rows
+
+
+def _seed_order(run: Run) -> tuple[int, int]:
+    """A group's runs in the order of their seeds (whole numbers; others after them, in the rows' order)."""
+    seed = run.params[SEED]
+    return (0, seed) if isinstance(seed, int) and not isinstance(seed, bool) else (1, 0)
 
 
 def exp_show(root: Path) -> list[dict[str, Any]]:
@@ -220,7 +323,7 @@ def select(runs: Sequence[Run], wanted: Sequence[str]) -> list[Run]:
     return found
 
 
-def param_keys(runs: Sequence[Run], everything: bool = False) -> list[str]:
+def param_keys(runs: Sequence[Row], everything: bool = False) -> list[str]:
     """The params shown: those of params.yaml whose values differ between ``runs``; all, ``everything``."""
     keys = list(dict.fromkeys(k for r in runs for k in r.params))
     if everything:
@@ -240,12 +343,17 @@ class Column:
     header: str
     values: list[Any]
     # text: left-aligned; ap: two decimals; point: a (step, AP) as "77.60 (2000)"; number: 4 significant
-    # digits; param: as YAML would write it
+    # digits; param: as YAML would write it. A group's Spread: "mean ± sd" (ap, point: two decimals; number:
+    # 4 digits); its Each: the members' cells joined by commas
     kind: Literal["text", "ap", "point", "number", "param"] = "param"
 
     def cell(self, value: Any) -> str:
         if value is None:
             return "null" if self.kind == "param" else "-"
+        if isinstance(value, Spread):
+            return value.text(".4g" if self.kind == "number" else ".2f")
+        if isinstance(value, Each):
+            return ",".join(map(self.cell, value))
         if self.kind == "ap" and isinstance(value, float):
             return f"{value:.2f}"
         if self.kind == "point":
@@ -257,10 +365,13 @@ class Column:
         return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def columns(runs: Sequence[Run], everything: bool = False) -> tuple[list[Column], list[Column]]:
-    """(the fixed columns, the param columns) of ``runs``; ``everything`` adds every metric and param."""
+def columns(runs: Sequence[Row], everything: bool = False) -> tuple[list[Column], list[Column]]:
+    """(the fixed columns, the param columns) of ``runs``; ``everything`` adds every metric and param. Among
+    seed groups, an ``n`` column (the runs in each row) follows the rev."""
     shown = [f"{r.name} ({r.state})" if r.state not in DONE_STATES else r.name for r in runs]
     fixed = [Column("experiment", shown, "text"), Column("rev", [r.rev for r in runs], "text")]
+    if any(isinstance(r, Group) for r in runs):
+        fixed.append(Column("n", [len(r.members) if isinstance(r, Group) else 1 for r in runs], "number"))
     for key in dict.fromkeys(k for r in runs for k in r.headline):
         fixed.append(Column(key, [r.headline.get(key) for r in runs], "ap"))
     fixed += [
@@ -282,13 +393,15 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
 
 
-def table(runs: Sequence[Run], width: int | None = 120, everything: bool = False) -> str:
+def table(runs: Sequence[Run], width: int | None = 120, everything: bool = False, groups: bool = True) -> str:
     """The comparison as aligned text, no line longer than ``width`` (None: no limit).
 
-    The fixed columns always come first; param columns follow while they fit, and a closing note names the
-    ones left out. Unless ``everything``, headers and names are cut to 24 characters, other cells to 18.
+    With ``groups``, each seed group is one row (:func:`group_rows`). The fixed columns always come first;
+    param columns follow while they fit, and a closing note names the ones left out. Unless ``everything``,
+    headers and names are cut to 24 characters, other cells to 18.
     """
-    fixed, params = columns(runs, everything)
+    rows = group_rows(runs) if groups else list(runs)
+    fixed, params = columns(rows, everything)
     laid: list[tuple[list[str], int, bool]] = []  # (header + cells, width, left-aligned) of each column shown
     used = -2
     left_out: list[str] = []
@@ -304,17 +417,18 @@ def table(runs: Sequence[Run], width: int | None = 120, everything: bool = False
         used += 2 + size
     lines = [
         "  ".join(t[row].ljust(n) if left else t[row].rjust(n) for t, n, left in laid).rstrip()
-        for row in range(len(runs) + 1)
+        for row in range(len(rows) + 1)
     ]
     lines = [line if width is None or len(line) <= width else line[: width - 1] + "…" for line in lines]
-    for note in _notes(runs, left_out):
+    for note in _notes(rows, left_out):
         lines += textwrap.wrap(note, width) if width is not None else [note]
     return "\n".join(lines)
 
 
-def _notes(runs: Sequence[Run], left_out: Sequence[str]) -> list[str]:
-    """What the columns mean, and the differing params that did not fit."""
-    val = next((r.val.name for r in runs if r.val.name), None)
+def _notes(rows: Sequence[Row], left_out: Sequence[str]) -> list[str]:
+    """What the columns mean, the differing params that did not fit, each seed group's runs, and which
+    headline AP differences between a group and another row lie within noise."""
+    val = next((r.val.name for r in rows if r.val.name), None)
     notes = [f"AP: {PATHS['ap']}; steps: the last logged"]
     if val:
         notes[0] += f"; val best/last (step): {val} AP logged during training"
@@ -322,13 +436,47 @@ def _notes(runs: Sequence[Run], left_out: Sequence[str]) -> list[str]:
         notes.append(
             f"{len(left_out)} differing params not shown (use --width or --all): {', '.join(left_out)}"
         )
+    groups = [r for r in rows if isinstance(r, Group)]
+    if not groups:
+        return notes
+    for g in groups:
+        seeds = ",".join(json.dumps(m.params[SEED], default=str) for m in g.members)
+        notes.append(f"{g.name} ({SEED} {seeds}): {', '.join(m.name for m in g.members)}")
+    notes.append(f"group: mean ± sd over its runs ({SD}); within noise: {RULE}")
+    for key in dict.fromkeys(k for r in rows for k in r.headline):
+        pairs = [f"{a} ~ {b}" for a, b in noise_pairs(rows, key)]
+        notes.append(f"{key} within noise: {', '.join(pairs) or 'none'}")
     return notes
+
+
+def noise_pairs(rows: Sequence[Row], key: str) -> list[tuple[str, str]]:
+    """The (name, name) of each pair of rows, one of them at least a seed group, whose headline AP ``key``
+    differs within noise (:func:`pgnn.pipeline.spread.within_noise`), in the rows' order. Runs not finished
+    (queued, running, failed) have no AP of their own and are left out."""
+    values = [(r.name, v) for r in rows if r.state in DONE_STATES and (v := r.headline.get(key)) is not None]
+    return [
+        (a, b)
+        for i, (a, va) in enumerate(values)
+        for b, vb in values[i + 1 :]
+        if (isinstance(va, Spread) or isinstance(vb, Spread)) and within_noise(va, vb)
+    ]
+
+
+def group_labels(runs: Sequence[Run]) -> list[str | None]:
+    """The seed group (:func:`group_rows`) of each run: its label, or None."""
+    labels: list[str | None] = [None] * len(runs)
+    for row in group_rows(runs):
+        if isinstance(row, Group):
+            for member in row.members:
+                labels[next(i for i, r in enumerate(runs) if r is member)] = row.label
+    return labels
 
 
 def to_csv(runs: Sequence[Run], everything: bool = False) -> str:
     """The comparison's columns, every differing param included, as CSV: one row per run, raw values (a val
-    point as two columns, its AP and its step; a missing value empty)."""
+    point as two columns, its AP and its step; a missing value empty); ``group``: the run's seed group."""
     fixed, params = columns(runs, everything)
+    fixed.insert(2, Column("group", group_labels(runs), "text"))
     header: list[str] = []
     rows: list[list[Any]] = [[] for _ in runs]
     for col in [*fixed, *params]:
@@ -345,14 +493,16 @@ def to_csv(runs: Sequence[Run], everything: bool = False) -> str:
 
 
 def to_json(runs: Sequence[Run], everything: bool = False) -> str:
-    """The comparison as a JSON list, one object per run: its shown params (``everything``: all, metrics)."""
+    """The comparison as a JSON list, one object per run: its seed group (``group``: a label, or null), its
+    shown params (``everything``: all, and the metrics)."""
     keys = param_keys(runs, everything)
     rows = []
-    for r in runs:
+    for r, group in zip(runs, group_labels(runs), strict=True):
         best, last = r.val.best(), r.val.last()
         row: dict[str, Any] = {
             "name": r.name,
             "rev": r.rev,
+            "group": group,
             "state": r.state,
             "ap": r.headline,
             "val": {

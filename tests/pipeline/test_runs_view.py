@@ -1,7 +1,9 @@
 """``pgnn runs`` on a real tiny git + DVC project with two experiments (tests/pipeline/fakeexp.py): the table
 fits in 120 columns, shows the param that differs (and not the ones that do not), both experiments' headline
 AP and their best and last validation AP read from each experiment's own commit; ``--csv``, ``--json`` and
-``--plot`` give the same figures. No KITTI data is used."""
+``--plot`` give the same figures. Seed groups (fake ``dvc exp show --json`` records, fakeexp.SEED_RUNS): a
+group is the runs whose params differ in ``train.seed`` alone, one row of ``mean ± sd``, and the pairs whose
+AP differs within noise are named. No KITTI data is used."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 
 import pytest
 from dvcrepo import dvc_in, tool_env
-from fakeexp import expected, make_project
+from fakeexp import SEED_RUNS, expected, make_project, seed_records
 from matplotlib.figure import Figure
 
 from pgnn import cli
@@ -146,3 +148,88 @@ def test_queued_runs_null_and_absent_params_are_told_apart(tmp_path: Path) -> No
     assert head.split()[-2:] == ["train.max_steps", "train.seed"]
     assert first.split()[:2] == ["waiting", "(queued)"] and first.split()[-2:] == ["null", "1"]
     assert second.split()[-2:] == ["400", "-"]
+
+
+@pytest.fixture(scope="module")
+def seed_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    root = tmp_path_factory.mktemp("seeds") / "proj"
+    return root, seed_records(root)
+
+
+def seed_table(
+    project: tuple[Path, list[dict]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+) -> str:
+    """``pgnn runs --root ROOT ARGS`` (in this process) on the fake records of ``project``: its stdout."""
+    root, records = project
+    monkeypatch.setattr(view, "exp_show", lambda where: records if where == root else pytest.fail(str(where)))
+    assert cli.main(["runs", "--root", str(root), *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_seed_groups_show_mean_and_sd_and_which_gaps_are_noise(
+    seed_project: tuple[Path, list[dict]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = seed_table(seed_project, monkeypatch, capsys)
+    print(out)
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert lines[0].split()[:3] == ["experiment", "rev", "n"]
+    rows = {line[:12].strip(): line[12:].split() for line in lines[1:8]}
+    # group 1: a-1..3 (lr 0.05, seeds 0, 1, 2); group 2: b-1..3 (lr 0.06); sample sd (n - 1)
+    assert rows["group 1"][:14] == [*"3 51.00 ± 1.00 60.00 ± 0.00 50.00 ± 1.00 49.00 ± 1.00".split(), "60"]
+    assert rows["group 2"][:14] == [*"3 54.00 ± 2.65 62.00 ± 1.00 53.00 ± 2.65 52.00 ± 2.65".split(), "60"]
+    assert rows["group 1"][14] == "0.05" and rows["group 2"][14] == "0.06"  # the params that differ
+    assert rows["main"][:4] == [rows["main"][0], "1", "11.00", "60.00"]
+    # differing in train.seed alone: a-long (max_steps 100) and a-again (seed 2 again) stay rows of their own
+    assert rows["a-long"][2] == "55.00" and rows["a-again"][2] == "52.50"
+    assert not any(name in rows for name in ("a-1", "a-2", "a-3", "b-1", "b-2", "b-3"))
+    assert "group 1 (train.seed 0,1,2): a-1, a-2, a-3" in lines
+    assert "group 2 (train.seed 0,1,2): b-1, b-2, b-3" in lines
+    assert any("sample sd, n-1" in line and "|mean a - mean b| <= sd a + sd b" in line for line in lines)
+    noise = {
+        line.split(" within noise: ")[0]: line.split(" within noise: ")[1].split(", ") for line in lines[-2:]
+    }
+    assert "group 1 ~ group 2" in noise["Car 3d"]  # |51 - 54| = 3 <= 1.00 + 2.65
+    assert "group 1 ~ group 2" not in noise["Car bev"]  # |60 - 62| = 2 > 0.00 + 1.00
+    assert "main ~ group 1" not in noise["Car 3d"]  # |11 - 51| = 40 > 1.00
+    assert "main ~ group 1" in noise["Car bev"]  # a group and a run: |60 - 60| <= 0.00 + 0
+
+
+def test_seed_groups_need_equal_params_and_leave_csv_json_per_run(
+    seed_project: tuple[Path, list[dict]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(view, "exp_show", lambda where: seed_project[1])
+    runs = view.collect(seed_project[0])
+    shown = [
+        r.name if isinstance(r, view.Run) else [m.name for m in r.members] for r in view.group_rows(runs)
+    ]
+    assert shown == ["workspace", "main", "a-long", ["a-1", "a-2", "a-3"], "a-again", ["b-1", "b-2", "b-3"]]
+    one = view.Run("one", "0000001", None, {"train.lr": 0.05, "train.seed": 0})
+    other = view.Run("other", "0000002", None, {"train.lr": 0.05, "train.seed": 1, "data.root": "x"})
+    queued = view.Run("later", "0000003", "queued", {"train.lr": 0.05, "train.seed": 2})
+    workspace = view.Run("workspace", "", None, {"train.lr": 0.05, "train.seed": 5})  # a copy of some run
+    twin = view.Run("twin", "0000004", "success", {"train.lr": 0.05, "train.seed": 3})
+    # data.root differs; a queued run has no AP; the workspace is a copy: only one and twin are a group
+    assert view.group_rows([workspace, one, other, queued, twin]) == [
+        workspace,
+        view.Group("1", (one, twin)),
+        other,
+        queued,
+    ]
+    flat = seed_table(seed_project, monkeypatch, capsys, "--no-groups")
+    assert {line.split()[0] for line in flat.splitlines()[1:11]} == {"workspace", *SEED_RUNS}
+    assert "±" not in flat
+    rows = json.loads(seed_table(seed_project, monkeypatch, capsys, "--json"))
+    assert {r["name"]: r["group"] for r in rows} == {
+        "workspace": None,
+        "main": None,
+        "a-long": None,
+        "a-again": None,
+        **dict.fromkeys(["a-1", "a-2", "a-3"], "1"),
+        **dict.fromkeys(["b-1", "b-2", "b-3"], "2"),
+    }
+    table = list(csv.DictReader(io.StringIO(seed_table(seed_project, monkeypatch, capsys, "--csv"))))
+    assert {r["experiment"]: r["group"] for r in table}["b-3"] == "2" and len(table) == len(SEED_RUNS) + 1
