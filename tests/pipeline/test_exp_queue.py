@@ -1,6 +1,7 @@
 """DVC's experiment queue on a tiny project (tests/pipeline/fakeexp.py): two ``dvc exp run --queue -S ...``
 then ``dvc queue start -j 1`` run both, and each experiment shows its own params and metrics in ``dvc exp
-show --json`` (and in ``pgnn runs``).
+show --json`` (and in ``pgnn runs``). A seed sweep (``-S 'train.seed=range(8,10)'``) queues one experiment
+per seed, named ``s-1``, ``s-2`` (removed before the queue starts).
 
 DVC 3.67's queue runs a local Celery worker over a filesystem broker (kombu's, under ``.dvc/tmp/exps``):
 nothing in it needs a network, and the whole test runs in a new network namespace when it can
@@ -40,6 +41,10 @@ def test_queued_experiments_run_with_their_own_params(tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj")
     for name, lr in QUEUED.items():
         dvc(root, "exp", "run", "--queue", "-n", name, "-S", f"train.lr={lr}")
+    # a seed group as docs/experiments.md queues one: a hydra sweep, an experiment per seed, named s-1, s-2
+    said = dvc(root, "exp", "run", "--queue", "-n", "s", "-S", "train.seed=range(8,10)")
+    assert "['train.seed=8']" in said and "['train.seed=9']" in said and "'s-2'" in said, said
+    dvc(root, "queue", "remove", "s-1", "s-2")  # not run here: the fake stage ignores the seed
     status = dvc(root, "queue", "status")
     assert all(f"{name}" in status for name in QUEUED) and status.count("Queued") == 2, status
     dvc(root, "queue", "start", "-j", "1")
