@@ -4,8 +4,8 @@ One row per run: its name and short rev, the headline AP, the best and last vali
 training, the final step, and only the params that differ between the rows shown (``pgnn.pipeline.runs``).
 Finished runs whose params are equal except ``train.seed`` are one row, a seed group, each figure its mean ±
 sd over the group's runs; the closing lines say which AP differences lie within noise
-(``pgnn.pipeline.spread``). ``--plot OUT.png`` overlays the runs' loss and validation AP curves in one chart
-(``pgnn.viz.compare``).
+(``pgnn.pipeline.spread``). ``--plot OUT.png`` overlays the rows' loss and validation AP curves in one chart
+(``pgnn.viz.compare``): a group's mean curves, its val AP with a band of ± sd.
 """
 
 from __future__ import annotations
@@ -36,7 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--width", type=width, default=None, help="widest line of the table (default: 120; none with --all)"
     )
-    parser.add_argument("--plot", type=Path, metavar="OUT.png", help="also write the runs' curves overlaid")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        metavar="OUT.png",
+        help="also write the rows' curves overlaid (a seed group: its mean, val AP ± sd shaded)",
+    )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
@@ -61,10 +66,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(table(runs, args.width or (None if args.all else 120), args.all, not args.no_groups))
     if args.plot is not None:
+        from pgnn.pipeline.runs import curves, group_rows
         from pgnn.viz.compare import compare_chart
 
-        loss = {r.name: (r.loss.steps, r.loss.values) for r in runs}
-        val = {r.name: (r.val.steps, r.val.values) for r in runs}
-        label = next((r.val.name for r in runs if r.val.name), "")
-        print(f"wrote {compare_chart(loss, val, args.plot, val_label=label)}")
+        drawn = {r.name: curves(r) for r in (runs if args.no_groups else group_rows(runs))}
+        loss = {name: (c[0].steps, c[0].values) for name, c in drawn.items()}
+        val = {name: (c[1].steps, c[1].values) for name, c in drawn.items()}
+        bands = {name: c[2] for name, c in drawn.items() if c[2]}
+        label = next((c[1].name for c in drawn.values() if c[1].name), "")
+        print(f"wrote {compare_chart(loss, val, args.plot, val_label=label, val_bands=bands)}")
     return 0

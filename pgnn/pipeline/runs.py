@@ -144,6 +144,24 @@ class Group:
 Row = Run | Group
 
 
+def curves(row: Row) -> tuple[Curve, Curve, tuple[float, ...]]:
+    """(loss, val, val sd) of a row to plot: a run's own curves (no sd), a group's mean curves over the steps
+    every one of its runs logged, and the sample sd of its val AP at each of those steps."""
+    if isinstance(row, Run):
+        return row.loss, row.val, ()
+    loss, val = (_mean_curve([getattr(m, kind) for m in row.members]) for kind in ("loss", "val"))
+    return loss[0], val[0], val[1]
+
+
+def _mean_curve(members: Sequence[Curve]) -> tuple[Curve, tuple[float, ...]]:
+    """The mean of ``members`` at the steps all of them logged, and the sample sd there."""
+    steps = sorted(set.intersection(*(set(c.steps) for c in members)))
+    at = [dict(zip(c.steps, c.values, strict=True)) for c in members]
+    spreads = [x for s in steps if (x := spread(a[s] for a in at))]  # 2+ runs: none is None
+    name = next((c.name for c in members if c.name), "")
+    return Curve(name, tuple(steps), tuple(x.mean for x in spreads)), tuple(x.sd for x in spreads)
+
+
 def group_rows(runs: Sequence[Run]) -> list[Row]:
     """The table's rows: each seed group of ``runs`` as one :class:`Group` in the place of its first run, the
     other runs as they are, in ``runs``' order.

@@ -2,8 +2,8 @@
 
 ``dvc plots diff`` draws each experiment's PNG beside the others, on separate axes, and its vega charts stay
 blank offline; this chart puts every run on the same two axes (loss on the left, val AP on the right), one
-colour per run, one legend. Built without pyplot and saved without a matplotlib version, like
-:mod:`pgnn.viz.charts`: the same curves give the same bytes.
+colour per run, one legend; a seed group's val AP line may carry a band of ± its sd. Built without pyplot
+and saved without a matplotlib version, like :mod:`pgnn.viz.charts`: the same curves give the same bytes.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from pgnn.core.io import atomic_path
 from pgnn.viz.charts import PNG_METADATA
 
 Series = Mapping[str, tuple[Sequence[int], Sequence[float]]]  # run name -> (steps, values)
+Bands = Mapping[str, Sequence[float]]  # run name -> the sd at each of its val steps (a seed group's)
 
 
-def compare_figure(loss: Series, val: Series, val_label: str = "") -> Figure:
-    """The figure: the left panel one loss line per run (log axis), the right one val AP line per run.
+def compare_figure(loss: Series, val: Series, val_label: str = "", val_bands: Bands | None = None) -> Figure:
+    """The figure: the left panel one loss line per run (log axis), the right one val AP line per run, with
+    a shaded band of ``value ± sd`` for each run in ``val_bands``.
 
     A run's colour is the same in both panels (its place in ``loss``, then ``val``); a run with nothing
     logged in a panel has no line there but keeps its legend entry.
@@ -41,6 +43,10 @@ def compare_figure(loss: Series, val: Series, val_label: str = "") -> Figure:
     for name, (steps, values) in val.items():
         if len(steps):
             ax_val.plot(steps, values, color=colors[name], marker="o", markersize=3, label=name)
+        if name in (val_bands or {}) and len(steps):
+            low = [v - sd for v, sd in zip(values, val_bands[name], strict=True)]
+            high = [v + sd for v, sd in zip(values, val_bands[name], strict=True)]
+            ax_val.fill_between(steps, low, high, color=colors[name], alpha=0.2, linewidth=0)
     if ax_loss.get_lines():
         ax_loss.set_yscale("log")
     ax_loss.set_ylabel("total loss (mean over the log interval)")
@@ -53,9 +59,11 @@ def compare_figure(loss: Series, val: Series, val_label: str = "") -> Figure:
     return fig
 
 
-def compare_chart(loss: Series, val: Series, path: str | Path, val_label: str = "") -> Path:
+def compare_chart(
+    loss: Series, val: Series, path: str | Path, val_label: str = "", val_bands: Bands | None = None
+) -> Path:
     """Draw :func:`compare_figure` to the PNG ``path`` (written atomically)."""
-    fig = compare_figure(loss, val, val_label)
+    fig = compare_figure(loss, val, val_label, val_bands)
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", metadata=PNG_METADATA)
     return Path(path)

@@ -233,3 +233,24 @@ def test_seed_groups_need_equal_params_and_leave_csv_json_per_run(
     }
     table = list(csv.DictReader(io.StringIO(seed_table(seed_project, monkeypatch, capsys, "--csv"))))
     assert {r["experiment"]: r["group"] for r in table}["b-3"] == "2" and len(table) == len(SEED_RUNS) + 1
+
+
+def test_plot_draws_a_group_as_its_mean_with_a_band(
+    seed_project: tuple[Path, list[dict]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    drawn: list[Figure] = []
+    draw = compare.compare_figure
+    monkeypatch.setattr(compare, "compare_figure", lambda *a, **k: drawn.append(draw(*a, **k)) or drawn[-1])
+    out = tmp_path / "groups.png"
+    seed_table(seed_project, monkeypatch, capsys, "main", "a-1", "a-2", "a-3", "--plot", str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    val_ax = drawn[0].axes[1]
+    assert [line.get_label() for line in val_ax.get_lines()] == ["main", "group 1"]
+    mean = val_ax.get_lines()[1]
+    assert list(mean.get_xdata()) == [20, 40, 60] and list(mean.get_ydata()) == [49.0, 50.0, 49.0]
+    (band,) = val_ax.collections  # the group's ± sd (1.00 at each step); the single run has none
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert (ys.min(), ys.max()) == (48.0, 51.0)
