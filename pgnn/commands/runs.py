@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def width(text: str) -> int:
-    """A ``--width`` value: a whole number of columns, at least 40 (the fixed columns take about 70)."""
+    """A ``--width`` value: a whole number of columns, at least 40 (the fixed columns take about 70, 100 with
+    seed groups)."""
     if not text.isdigit() or int(text) < 40:
         raise argparse.ArgumentTypeError(f"expected a whole number of columns >= 40, got {text!r}")
     return int(text)
