@@ -155,8 +155,8 @@ def card_of(entries: Mapping[str, Any], source: str | Path = "<checkpoint>") -> 
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise DataError(source, f"expected a valid model card, got {where}: {err['msg']}") from e
-    except ValueError as e:
-        raise DataError(source, f"expected a valid model card, got {e}") from e
+    except ValueError as e:  # runtime_graph_of, postprocess_for: an unknown graph_preset or label_method
+        raise DataError(source, f"expected a valid model card (graph_preset, label_method), got {e}") from e
 
 
 def card_from_json(text: str, source: str | Path) -> ModelCard:

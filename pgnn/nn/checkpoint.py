@@ -264,9 +264,10 @@ TRAINING_STATE_KEYS = (
 )
 
 
-def export_model(src: str | Path, dest: str | Path, card: ModelCard) -> None:
+def export_model(src: str | Path, dest: str | Path, card: ModelCard | None = None) -> None:
     """Write ``src``'s model without its training state (optimizer, RNG, position ...) to ``dest``, with
-    ``card`` (the model's facts: the run's runtime graph, post-processing and train settings).
+    ``card`` (the model's facts: the run's runtime graph, post-processing and train settings; None: the
+    entries ``src`` has).
 
     The exported file depends only on the weights and the recipe, so a resumed run and an uninterrupted one
     export the same bytes (their RNG states differ: the data loader draws from the global generator).
@@ -274,6 +275,9 @@ def export_model(src: str | Path, dest: str | Path, card: ModelCard) -> None:
     checkpoint at step N saved by a longer run of the same key records that run's ``max_steps``).
     """
     ckpt = {k: v for k, v in load_checkpoint(src).items() if k not in TRAINING_STATE_KEYS}
+    if card is None:
+        save_checkpoint(dest, ckpt)
+        return
     entries = card.entries()
     changed = [k for k in ("model_config", *TRAINING_FACTS) if ckpt.get(k) != entries[k]]
     if changed:
