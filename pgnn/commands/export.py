@@ -27,10 +27,11 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.core.errors import DataError
     from pgnn.core.outputs import check_output_file
     from pgnn.inference.backends import load_detector
-    from pgnn.nn.export import export_model_file
+    from pgnn.nn.export import check_export_suffix, export_model_file
     from pgnn.nn.model import PointGNN
 
     check_output_file(args.out, force=args.force, inputs=[args.checkpoint])  # before any work
+    check_export_suffix(args.out)
     detector = load_detector(args.checkpoint)
     if not isinstance(detector.network, PointGNN):
         raise DataError(args.checkpoint, "expected a pgnn checkpoint (.pt) to export, got an exported model")

@@ -303,14 +303,20 @@ def export_pt2_bytes(model: PointGNN, metadata: Mapping[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def export_model_file(model: PointGNN, card: ModelCard, step: int, out: str | Path) -> None:
-    """Export ``model`` (its ``card`` and ``step`` as metadata) to ``out`` (``.onnx`` or ``.pt2``, by suffix),
-    atomically."""
+def check_export_suffix(out: str | Path) -> None:
+    """``DataError`` unless ``out`` ends in ``.onnx`` or ``.pt2``."""
     out = Path(out)
     if out.suffix not in SUFFIXES:
         raise DataError(
             out, f"expected an output ending in {' or '.join(SUFFIXES)}, got {out.suffix or 'none'!r}"
         )
+
+
+def export_model_file(model: PointGNN, card: ModelCard, step: int, out: str | Path) -> None:
+    """Export ``model`` (its ``card`` and ``step`` as metadata) to ``out`` (``.onnx`` or ``.pt2``, by suffix),
+    atomically."""
+    out = Path(out)
+    check_export_suffix(out)
     metadata = export_metadata(card, step)
     data = export_onnx_bytes(model, metadata) if out.suffix == ".onnx" else export_pt2_bytes(model, metadata)
     write_bytes_atomic(out, data)

@@ -321,7 +321,8 @@ def checkpoint_from_released_weights(
 
     The weights expect points in the original's camera-2 rectified frame (``input_frame = "cam2"``). The step
     is the checkpoint's global step. Its card (``pgnn.nn.card``) runs the graph preset of the label method
-    and post-processes with the method's settings and the config's ``nms_overlapped_thres``. The original config is kept verbatim under ``original_config`` (its
+    and post-processes with the method's settings and the config's ``nms_overlapped_thres``. The original
+    config is kept verbatim under ``original_config`` (its
     ``runtime_graph_gen_kwargs`` define the graph the weights were run with).
     """
     from pgnn.nn.card import card_of
