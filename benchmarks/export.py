@@ -33,9 +33,9 @@ import torch  # noqa: E402
 
 from pgnn.cli import main as cli_main  # noqa: E402
 from pgnn.data.frames import load_frame  # noqa: E402
-from pgnn.inference.backends import load_network  # noqa: E402
+from pgnn.inference.backends import Detector, ProgramNetwork, load_detector  # noqa: E402
 from pgnn.inference.predict import predict_frame  # noqa: E402
-from pgnn.inference.settings import postprocess_config, runtime_graph_config  # noqa: E402
+from pgnn.nn.export import export_program  # noqa: E402
 
 SHARED = Path(os.environ.get("PGNN_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data"
 FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
@@ -59,22 +59,34 @@ def tf_ms(frames: Sequence[str]) -> dict[str, float]:
     return {"gnn": 1000 * float(np.mean(gnn)), "total": 1000 * float(np.mean(total))}
 
 
-def _frame_ms(network: Any, meta: dict[str, Any], frame_id: str) -> tuple[float, float, int]:
+def _frame_ms(detector: Detector, frame_id: str) -> tuple[float, float, int]:
     root = SHARED / "kitti_sample"
     t0 = time.perf_counter()
     frame = load_frame(root, frame_id)
     t_read = time.perf_counter() - t0
+    card = detector.card
     detections, times = predict_frame(
-        network,
-        meta,
+        detector.network,
+        card,
         frame,
-        runtime_graph_config(meta),
-        postprocess_config(meta),
+        card.runtime_graph,
+        card.postprocess,
         "cpu",
         np.random.default_rng(0),
     )
     total = t_read + sum(times.values())
     return 1000 * times["gnn"], 1000 * total, len(detections)
+
+
+def _detector(files: dict[str, Path], backend: str, threads: int) -> Detector:
+    """The backend's detector: the ``.pt`` and ``.onnx`` through ``load_detector``; the torch.export program
+    (which pgnn does not load from a file: ``torch.export.load`` can run code) exported here in memory, the
+    program that ``pgnn export`` wrote to the ``.pt2``."""
+    if backend != "pt2":
+        return load_detector(files[backend], "cpu", threads=threads)
+    eager = load_detector(files["pt"], "cpu")
+    program = ProgramNetwork(export_program(eager.network), eager.card)  # type: ignore[arg-type]
+    return Detector(program, eager.card, eager.step)
 
 
 def run_benchmark(threads: Sequence[int] = (1, 2), frames: Sequence[str] = FRAMES) -> dict[str, Any]:
@@ -94,9 +106,9 @@ def run_benchmark(threads: Sequence[int] = (1, 2), frames: Sequence[str] = FRAME
         for n in threads:
             torch.set_num_threads(n)
             for backend in BACKENDS:
-                network, meta = load_network(files[backend], "cpu", threads=n)
-                _frame_ms(network, meta, WARMUP_FRAME)
-                per_frame = [_frame_ms(network, meta, f) for f in frames]
+                detector = _detector(files, backend, n)
+                _frame_ms(detector, WARMUP_FRAME)
+                per_frame = [_frame_ms(detector, f) for f in frames]
                 gnn, total, dets = (np.array(v) for v in zip(*per_frame, strict=True))
                 results["runs"].append(
                     {

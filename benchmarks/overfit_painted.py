@@ -157,12 +157,11 @@ def eval_checkpoint(
     on the repeated frames (``xN``)."""
     from pgnn.nn.checkpoint import export_model
     from pgnn.pipeline.steps.predict import predict_step
+    from pgnn.pipeline.steps.train import model_card
 
     out.mkdir(parents=True, exist_ok=True)
-    export_model(ckpt, out / "model.pt")
-    predict_step(
-        recipe, out / "model.pt", graphs_runtime, prepared, out / "predictions", out / "predict.json"
-    )
+    export_model(ckpt, out / "model.pt", model_card(recipe))
+    predict_step(out / "model.pt", graphs_runtime, prepared, out / "predictions", out / "predict.json")
     values = {}
     repeated = car_ap(prepared, out / "predictions", copies)
     for label, ap in (("x1", car_ap(prepared, out / "predictions")), ("xN", repeated)):
@@ -271,9 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     times["checkpoint_eval_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    timings = predict_step(
-        recipe, model_path, graphs_runtime, prepared, work / "predictions", work / "predict.json"
-    )
+    timings = predict_step(model_path, graphs_runtime, prepared, work / "predictions", work / "predict.json")
     times["predict_s"] = time.perf_counter() - t
     t = time.perf_counter()
     print("\nfinal model, official KITTI evaluation of the frames (capped by their few cars):")

@@ -86,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.core.io import write_json_atomic
     from pgnn.data.pointcloud import read_scan
     from pgnn.data.sensor import boxes_rect_to_output, frame_from_sensor_scan
+    from pgnn.inference.backends import load_detector
     from pgnn.inference.predict import predict_frame
     from pgnn.inference.run import write_detections, write_pictures
-    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config, set_threads
-    from pgnn.nn.checkpoint import load_model
+    from pgnn.inference.settings import resolve_device, set_threads
 
     paths = [Path(f) for f in args.files]
     stems = [p.stem for p in paths]
@@ -101,11 +101,12 @@ def run(args: argparse.Namespace) -> int:
     sensor = load_sensor(args.sensor)
     set_threads(args.threads)
     device = resolve_device(args.device)
-    model, meta = load_model(args.checkpoint, device)
-    if meta["input_features"] in _RGB_FEATURES:
+    detector = load_detector(args.checkpoint, device, threads=args.threads)
+    model, card = detector.network, detector.card
+    if card.input_features in _RGB_FEATURES:
         raise DataError(args.checkpoint, "expected a checkpoint without colour features (no camera here)")
-    graph_cfg = runtime_graph_config(meta)
-    post_cfg = postprocess_config(meta, score_threshold=args.score_threshold)
+    graph_cfg = card.runtime_graph
+    post_cfg = card.with_postprocess(score_threshold=args.score_threshold)
     rng = np.random.default_rng(args.seed)
     total = 0
     with replace_folder(args.out, "pgnn detect", force=args.force, inputs=inputs) as out:
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 raise DataError(
                     path, f"expected points in the field of view ({sensor.field_of_view} deg), got none"
                 )
-            detections, times = predict_frame(model, meta, frame, graph_cfg, post_cfg, device, rng)
+            detections, times = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
             boxes = boxes_rect_to_output(detections.boxes, sensor)  # (M, 7)
             result = detections_json(detections.names, detections.scores, boxes)
             write_json_atomic(out / f"{path.stem}.json", result)

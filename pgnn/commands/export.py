@@ -24,11 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pgnn.core.errors import DataError
     from pgnn.core.outputs import check_output_file
-    from pgnn.nn.export import export_checkpoint
+    from pgnn.inference.backends import load_detector
+    from pgnn.nn.export import check_export_suffix, export_model_file
+    from pgnn.nn.model import PointGNN
 
     check_output_file(args.out, force=args.force, inputs=[args.checkpoint])  # before any work
-    export_checkpoint(args.checkpoint, args.out)
+    check_export_suffix(args.out)
+    detector = load_detector(args.checkpoint)
+    if not isinstance(detector.network, PointGNN):
+        raise DataError(args.checkpoint, "expected a pgnn checkpoint (.pt) to export, got an exported model")
+    export_model_file(detector.network, detector.card, detector.step, args.out)
     out = Path(args.out)
     print(json.dumps({"out": str(out), "format": out.suffix[1:], "bytes": out.stat().st_size}, indent=2))
     return 0

@@ -181,9 +181,9 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.core.io import write_json_atomic
     from pgnn.core.progress import silenced
     from pgnn.data.frames import load_frame
-    from pgnn.inference.backends import load_network
+    from pgnn.inference.backends import load_detector
     from pgnn.inference.run import FrameSource, predict_all_or_nothing, run_frames
-    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config, set_threads
+    from pgnn.inference.settings import resolve_device, runtime_graph, set_threads
 
     if bool(args.root) == bool(args.bin):
         raise DataError("pgnn predict", "expected either --root with --ids, or --bin with --calib")
@@ -193,10 +193,10 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.timings_json, force=args.force, inputs=inputs, ours=is_timings)
     set_threads(args.threads)
     device = resolve_device(args.device)
-    model, meta = load_network(args.checkpoint, device, threads=args.threads)
-    graph_cfg = runtime_graph_config(meta, args.graph_preset)
-    post_cfg = postprocess_config(meta, score_threshold=args.score_threshold)
-    needs_rgb = meta["input_features"] in _RGB_FEATURES
+    detector = load_detector(args.checkpoint, device, threads=args.threads)
+    graph_cfg = runtime_graph(detector.card, args.graph_preset)
+    post_cfg = detector.card.with_postprocess(score_threshold=args.score_threshold)
+    needs_rgb = detector.card.input_features in _RGB_FEATURES
 
     if args.bin:
         sources = [_bin_source(args, needs_rgb)]
@@ -224,8 +224,8 @@ def run(args: argparse.Namespace) -> int:
 
     predict = partial(
         run_frames,
-        model,
-        meta,
+        detector.network,
+        detector.card,
         graph_cfg=graph_cfg,
         post_cfg=post_cfg,
         device=device,

@@ -136,18 +136,18 @@ def _explainer(args: argparse.Namespace):  # noqa: ANN202 (Frame -> Explained)
 
     import numpy as np
 
+    from pgnn.inference.backends import load_detector
     from pgnn.inference.explain import explain_frame
-    from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config
-    from pgnn.nn.checkpoint import load_model
+    from pgnn.inference.settings import resolve_device, runtime_graph
 
     device = resolve_device(args.device)
-    model, meta = load_model(args.checkpoint, device)
+    detector = load_detector(args.checkpoint, device)
     return partial(
         explain_frame,
-        model,
-        meta,
-        graph_cfg=runtime_graph_config(meta, args.graph_preset),
-        post_cfg=postprocess_config(meta, score_threshold=args.score_threshold),
+        detector.network,
+        detector.card,
+        graph_cfg=runtime_graph(detector.card, args.graph_preset),
+        post_cfg=detector.card.with_postprocess(score_threshold=args.score_threshold),
         device=device,
         rng=np.random.default_rng(args.seed),
     )

@@ -4,9 +4,8 @@ split's cached runtime graphs, as a :data:`pgnn.training.live.Validator` the tra
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -17,6 +16,7 @@ from pgnn.eval.kitti import ap_from_curves, pr_curves
 from pgnn.graphs.cache import GraphCache
 from pgnn.inference.postprocess import kitti_result_lines
 from pgnn.inference.predict import predict_graph
+from pgnn.nn.card import ModelCard
 from pgnn.training.live import Validator
 
 REPORTED = ("bbox", "aos", "bev", "3d")
@@ -25,7 +25,7 @@ REPORTED = ("bbox", "aos", "bev", "3d")
 def make_validator(
     graphs_dir: Path,
     prepared_dir: Path,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     post_cfg: PostprocessConfig,
     classes: Sequence[str],
     num_frames: int,
@@ -49,7 +49,7 @@ def make_validator(
         dt: list[list[Label]] = []
         for frame, record in zip(frames, records, strict=True):
             det = predict_graph(
-                model, meta, record, frame.calib.P2, frame.image_size, post_cfg, device, source=frame.frame_id
+                model, card, record, frame.calib.P2, frame.image_size, post_cfg, device, source=frame.frame_id
             )
             lines = kitti_result_lines(det.names, det.boxes, det.boxes_2d, det.scores)
             dt.append(parse_labels("".join(line + "\n" for line in lines), f"<val {frame.frame_id}>", True))

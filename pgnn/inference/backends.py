@@ -1,32 +1,37 @@
-"""The network predict runs, from the file that holds it: a checkpoint, an ONNX model or a torch.export
-program.
+"""The model predict runs, from the file that holds it: :func:`load_detector`, the one loader of every path
+(the predict stage, ``pgnn predict``, ``pgnn detect``, ``pgnn view``, ``pgnn export``, the explain view, the
+benchmarks).
 
-``load_network(path, device, threads)`` picks the backend by the file's suffix and returns one callable and
-the checkpoint entries predict reads (``input_frame``, ``graph_preset``, ``encoding``, ``label_method``,
-``input_features``, ``model_config``, ``step``)::
+``load_detector(path, device, threads)`` picks the backend by the file's suffix and returns a
+:class:`Detector`: one callable network, the model's card (:class:`pgnn.nn.card.ModelCard`: input frame,
+runtime graph, encoding, label method, features, post-processing) and its step::
 
     other  a pgnn checkpoint (``.pt``): ``PointGNN`` in eager PyTorch (``pgnn.nn.checkpoint.load_model``)
-    .onnx  ``pgnn export``'s ONNX model, run by ONNX Runtime on the CPU (metadata from ``metadata_props``)
-    .pt2   ``pgnn export``'s ``torch.export`` program (metadata from its extra file ``pgnn.json``)
+    .onnx  ``pgnn export``'s ONNX model, run by ONNX Runtime on the CPU (card from ``metadata_props``)
+    .pt2   refused: ``torch.export.load`` can run code from the file (torch 2.13 unpickles parts of the
+           archive without ``weights_only`` and evaluates the shape expressions of its graph with sympy)
+    .npz   refused: the authors' released weights are converted by ``pgnn import-weights`` first
 
-Each callable takes a ``GraphInput`` and returns ``(logits (N1, C), box_encodings (N1, C, L))`` as torch
-tensors, like ``PointGNN.forward``, so ``pgnn.inference.predict`` runs them all the same way.
+No model file runs code: a checkpoint is read with ``weights_only=True``, an ONNX model is data to ONNX
+Runtime (its metadata is JSON, validated). Each callable takes a ``GraphInput`` and returns
+``(logits (N1, C), box_encodings (N1, C, L))`` as torch tensors, like ``PointGNN.forward``, so
+``pgnn.inference.predict`` runs them all the same way.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from pgnn.core.errors import DataError
+from pgnn.nn.card import ModelCard, card_of
 from pgnn.nn.checkpoint import load_model
-from pgnn.nn.export import INPUT_NAMES, PT2_EXTRA_FILE, metadata_from_strings, pad_edges
+from pgnn.nn.export import INPUT_NAMES, metadata_from_strings, pad_edges
 from pgnn.nn.graph_input import GraphInput
 
 Network = Callable[[GraphInput], tuple[Tensor, Tensor]]
@@ -44,8 +49,8 @@ def graph_tensors(g: GraphInput) -> dict[str, Tensor]:
     return dict(zip(INPUT_NAMES, values, strict=True))
 
 
-def _check_width(g: GraphInput, meta: dict[str, Any]) -> None:
-    width = int(meta["model_config"]["input_dim"])
+def _check_width(g: GraphInput, card: ModelCard) -> None:
+    width = card.network.input_dim
     if g.features.shape[1] != width:
         raise ValueError(f"expected {width} input features per point, got {g.features.shape[1]}")
 
@@ -71,11 +76,11 @@ class OnnxNetwork:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise DataError(path, f"expected an ONNX model ONNX Runtime can load, got {first}") from e
         strings = self.session.get_modelmeta().custom_metadata_map
-        self.meta = metadata_from_strings(strings, path)
+        self.card, self.step = metadata_from_strings(strings, path)
         self.input_names = [i.name for i in self.session.get_inputs()]
 
     def __call__(self, g: GraphInput) -> tuple[Tensor, Tensor]:
-        _check_width(g, self.meta)
+        _check_width(g, self.card)
         tensors = graph_tensors(g)
         feeds = {name: tensors[name].detach().cpu().numpy() for name in self.input_names}
         logits, boxes = self.session.run(None, feeds)  # (N1, C), (N1, C, L)
@@ -83,36 +88,37 @@ class OnnxNetwork:
 
 
 class ProgramNetwork:
-    """An exported ``.pt2`` program (``torch.export.load``) on ``device``."""
+    """A ``torch.export`` program of ``card``'s model on ``device``: one this process made
+    (``pgnn.nn.export.export_program``), never one read from a file (see the module docstring)."""
 
-    def __init__(self, path: Path, device: torch.device | str = "cpu") -> None:
-        extra = {PT2_EXTRA_FILE: ""}
-        try:
-            program = torch.export.load(str(path), extra_files=extra)
-        except FileNotFoundError as e:
-            raise DataError(path, "expected an exported program file, got no such file") from e
-        except Exception as e:  # a foreign zip, a truncated file, another torch's serialisation ...
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise DataError(path, f"expected a torch.export program, got {type(e).__name__}: {first}") from e
-        try:
-            strings = json.loads(extra[PT2_EXTRA_FILE] or "{}")
-        except json.JSONDecodeError as e:
-            raise DataError(path, f"expected JSON in its extra file {PT2_EXTRA_FILE}, got {e}") from e
-        self.meta = metadata_from_strings(strings, path)
+    def __init__(
+        self, program: torch.export.ExportedProgram, card: ModelCard, device: torch.device | str = "cpu"
+    ):
+        self.card = card
         self.device = torch.device(device)
         self.module = program.module().to(self.device)
 
     def __call__(self, g: GraphInput) -> tuple[Tensor, Tensor]:
-        _check_width(g, self.meta)
+        _check_width(g, self.card)
         tensors = graph_tensors(g.to(self.device))
         with torch.inference_mode():
             return self.module(*tensors.values())
 
 
-def load_network(
+@dataclass(frozen=True)
+class Detector:
+    """A loaded model: its network (``GraphInput`` -> logits, box encodings), its card and step."""
+
+    network: Network
+    card: ModelCard
+    step: int
+
+
+def load_detector(
     path: str | Path, device: torch.device | str = "cpu", threads: int | None = None
-) -> tuple[Network, dict[str, Any]]:
-    """The network in ``path`` (backend by suffix, see the module docstring) and its checkpoint entries.
+) -> Detector:
+    """The model in ``path`` (backend by suffix, see the module docstring); ``DataError`` naming the file
+    for anything else.
 
     ``threads`` is ONNX Runtime's intra-op thread count (torch's threads are the caller's to set).
     """
@@ -121,8 +127,18 @@ def load_network(
         if not path.is_file():
             raise DataError(path, "expected an ONNX model file, got no such file")
         network = OnnxNetwork(path, threads)
-        return network, network.meta
+        return Detector(network, network.card, network.step)
     if path.suffix == ".pt2":
-        program = ProgramNetwork(path, device)
-        return program, program.meta
-    return load_model(path, device)  # .pt, and any other name: a checkpoint or a one-line error
+        raise DataError(
+            path,
+            "expected a .pt checkpoint or an .onnx model: pgnn does not load .pt2 programs "
+            "(torch.export.load can run code from the file); use the .pt, or export it to .onnx",
+        )
+    if path.suffix == ".npz":
+        raise DataError(
+            path,
+            "expected a pgnn model (.pt, .onnx), got an npz: convert released weights with "
+            "`pgnn import-weights FILE.npz model.pt` first",
+        )
+    model, ckpt = load_model(path, device)  # .pt, and any other name: a checkpoint or a one-line error
+    return Detector(model, card_of(ckpt, path), int(ckpt["step"]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from pgnn.inference.postprocess import (
     select_candidates,
 )
 from pgnn.inference.predict import decode_boxes, frame_graph, run_network
-from pgnn.inference.settings import frame_offset, input_frame_of
+from pgnn.inference.settings import frame_offset
+from pgnn.nn.card import ModelCard
 
 if TYPE_CHECKING:
     import torch
@@ -83,7 +84,7 @@ def merge_clusters(
 
 def explain_frame(
     model: PointGNN,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     frame: Frame,
     graph_cfg: GraphConfig,
     post_cfg: PostprocessConfig,
@@ -91,14 +92,14 @@ def explain_frame(
     rng: np.random.Generator,
 ) -> Explained:
     """``predict_frame``'s detections (the same calls), with the graph, candidates and merge clusters."""
-    graph = frame_graph(frame, meta, graph_cfg, rng)
+    graph = frame_graph(frame, card, graph_cfg, rng)
     probs, encodings = run_network(model, graph, device, f"frame {frame.frame_id}")  # (N1, C), (N1, C, L)
-    offset = frame_offset(input_frame_of(meta), frame.calib.P2)  # (3,)
+    offset = frame_offset(card.input_frame, frame.calib.P2)  # (3,)
     boxes, keypoints = decode_boxes(
         encodings,
         np.asarray(graph["vertex_coord_1"]),
         post_cfg.class_names,
-        str(meta.get("encoding", "classaware_all_class_box_encoding")),
+        card.encoding,
         offset,
     )  # (N1, C, 7), (N1, 3)
     detections = postprocess_frame(probs, boxes, keypoints, frame.calib.P2, frame.image_size, post_cfg)

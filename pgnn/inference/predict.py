@@ -2,8 +2,8 @@
 
 The stages and their timings over many frames (``read``, ``total``): ``pgnn.inference.run``.
 
-Frames. pgnn's data are in KITTI's rectified camera-0 frame, the frame of the labels. A checkpoint records
-the frame its weights expect the points in (``input_frame``):
+Frames. pgnn's data are in KITTI's rectified camera-0 frame, the frame of the labels. A model's card
+(:class:`pgnn.nn.card.ModelCard`) records the frame its weights expect the points in (``input_frame``):
 
 * ``"rect"`` (pgnn's own models): points go in as they are.
 * ``"cam2"`` (the authors' released weights): the original Point-GNN fed its network points in camera 2's
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,7 +33,8 @@ from pgnn.core.errors import DataError
 from pgnn.data.frames import Frame
 from pgnn.graphs.records import graph_with_features
 from pgnn.inference.postprocess import Detections, postprocess_frame
-from pgnn.inference.settings import InputFrame, frame_offset, input_frame_of
+from pgnn.inference.settings import frame_offset
+from pgnn.nn.card import InputFrame, ModelCard
 
 if TYPE_CHECKING:
     import torch
@@ -112,7 +113,7 @@ def decode_boxes(
 
 def predict_graph_timed(
     model: PointGNN,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     graph_record: Mapping[str, np.ndarray],
     P2: np.ndarray,
     image_size: tuple[int, int],
@@ -123,7 +124,7 @@ def predict_graph_timed(
     source: str = "<graph>",
 ) -> tuple[Detections, dict[str, float]]:
     """``predict_graph`` and its stage timings in seconds: ``gnn``, ``decode``, ``nms``."""
-    model_frame = input_frame_of(meta)
+    model_frame = card.input_frame
     t0 = time.perf_counter()
     if graph_frame != model_frame:  # e.g. a cached rect-frame graph fed to cam2 weights
         delta = frame_offset(model_frame, P2) - frame_offset(graph_frame, P2)  # (3,)
@@ -135,7 +136,7 @@ def predict_graph_timed(
         encodings,
         np.asarray(graph_record["vertex_coord_1"]),
         post_cfg.class_names,
-        str(meta.get("encoding", "classaware_all_class_box_encoding")),
+        card.encoding,
         frame_offset(model_frame, P2),
     )
     t2 = time.perf_counter()
@@ -146,7 +147,7 @@ def predict_graph_timed(
 
 def predict_graph(
     model: PointGNN,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     graph_record: Mapping[str, np.ndarray],
     P2: np.ndarray,
     image_size: tuple[int, int],
@@ -159,8 +160,7 @@ def predict_graph(
     """Detections of one frame from its ready graph, in KITTI's label frame.
 
     ``graph_record`` holds ``features`` (or ``input_features``), ``vertex_coord_i``, ``keypoint_indices_i``
-    and ``edges_i`` (see ``pgnn.graphs.build``) in the frame ``graph_frame``; when that is not the
-    checkpoint's
+    and ``edges_i`` (see ``pgnn.graphs.build``) in the frame ``graph_frame``; when that is not the card's
     ``input_frame`` its coordinates are translated first (a translation leaves the graph's edges valid). The
     decoded boxes are moved to the label frame before NMS; 2D boxes and truncation use ``P2`` (the label
     frame's projection into image_2) and ``image_size`` (width, height).
@@ -169,22 +169,22 @@ def predict_graph(
         P2: (3, 4)
     """
     detections, _ = predict_graph_timed(
-        model, meta, graph_record, P2, image_size, post_cfg, device, graph_frame=graph_frame, source=source
+        model, card, graph_record, P2, image_size, post_cfg, device, graph_frame=graph_frame, source=source
     )
     return detections
 
 
 def frame_graph(
-    frame: Frame, meta: Mapping[str, Any], graph_cfg: GraphConfig, rng: np.random.Generator
+    frame: Frame, card: ModelCard, graph_cfg: GraphConfig, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """The graph record of ``frame`` in the checkpoint's input frame, with its input features.
+    """The graph record of ``frame`` in the card's input frame, with its input features.
 
     Shapes:
         return: ``features`` (N0, F) float32 and the arrays of ``pgnn.graphs.build.build_graph``
     """
-    offset = frame_offset(input_frame_of(meta), frame.calib.P2)  # (3,)
+    offset = frame_offset(card.input_frame, frame.calib.P2)  # (3,)
     points = (frame.points_rect.astype(np.float64) + offset).astype(np.float32)  # (N0, 3) model frame
-    features = str(meta.get("input_features", "i"))
+    features = card.input_features
     source = f"frame {frame.frame_id}"
     graph = graph_with_features(
         points, frame.intensity, frame.rgb, frame.scores, graph_cfg, features, rng, source
@@ -194,7 +194,7 @@ def frame_graph(
 
 def predict_frame(
     model: PointGNN,
-    ckpt_meta: Mapping[str, Any],
+    card: ModelCard,
     frame: Frame,
     graph_cfg: GraphConfig,
     post_cfg: PostprocessConfig,
@@ -204,15 +204,15 @@ def predict_frame(
     """Detections of one loaded frame (label frame; see the module docstring) and its stage timings in
     seconds: ``graph``, ``gnn``, ``decode``, ``nms``.
 
-    The graph is built from the frame's points moved into the checkpoint's ``input_frame``.
+    The graph is built from the frame's points moved into the card's ``input_frame``.
     """
     t0 = time.perf_counter()
-    model_frame = input_frame_of(ckpt_meta)
-    graph = frame_graph(frame, ckpt_meta, graph_cfg, rng)
+    model_frame = card.input_frame
+    graph = frame_graph(frame, card, graph_cfg, rng)
     t1 = time.perf_counter()
     detections, times = predict_graph_timed(
         model,
-        ckpt_meta,
+        card,
         graph,
         frame.calib.P2,
         frame.image_size,

@@ -40,7 +40,7 @@ from pgnn.data.kitti import frame_paths, read_image
 from pgnn.data.labels import Label
 from pgnn.inference.postprocess import Detections, kitti_result_lines, write_kitti_result
 from pgnn.inference.predict import predict_frame, predict_graph_timed
-from pgnn.inference.settings import InputFrame
+from pgnn.nn.card import InputFrame, ModelCard
 
 if TYPE_CHECKING:
     import torch
@@ -224,7 +224,7 @@ def _finish_frame(
 
 def run_frames(
     model: PointGNN,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     sources: Iterable[FrameSource],
     out_dir: str | Path,
     *,
@@ -246,7 +246,7 @@ def run_frames(
         t0 = time.perf_counter()
         frame = source.load()
         t_read = time.perf_counter() - t0
-        detections, times = predict_frame(model, meta, frame, graph_cfg, post_cfg, device, rng)
+        detections, times = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
         times["read"] = t_read
         _finish_frame(summary, out_dir, source.frame_id, detections, times, t0)
         if png:
@@ -258,7 +258,7 @@ def run_frames(
 
 def predict_frames(
     model: PointGNN,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     root: str | Path,
     frame_ids: Sequence[str],
     out_dir: str | Path,
@@ -283,7 +283,7 @@ def predict_frames(
     )
     return run_frames(
         model,
-        meta,
+        card,
         sources,
         out_dir,
         graph_cfg=graph_cfg,
@@ -297,7 +297,7 @@ def predict_frames(
 
 def predict_records(
     model: PointGNN,
-    meta: Mapping[str, Any],
+    card: ModelCard,
     records: Iterable[GraphFrame],
     out_dir: str | Path,
     *,
@@ -322,7 +322,7 @@ def predict_records(
         t_read = time.perf_counter() - t0
         detections, times = predict_graph_timed(
             model,
-            meta,
+            card,
             record.graph,
             record.P2,
             record.image_size,

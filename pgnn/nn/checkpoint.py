@@ -11,6 +11,8 @@ A checkpoint is a plain dict::
                                         # authors' released weights)
       "graph_preset": str, "encoding": str, "label_method": str, "input_features": str,
       "step": int,
+      # a model's card (pgnn.nn.card: the exported model of a run, imported weights): "runtime_graph",
+      # "postprocess", "train_config" (the card's other entries are the ones above);
       # optional, added by the training loop: "optimizer", "scheduler", "rng", "train_config",
       # "live_history" (the run's dvclive curves up to this step: {path: TSV text});
       # added by weight import: "source", "original_config"
@@ -29,6 +31,7 @@ step the run is asked to reach) that loads, the corrupted newer ones moved aside
 from __future__ import annotations
 
 import io
+import pickle
 import re
 import zipfile
 from collections.abc import Callable
@@ -40,11 +43,13 @@ import torch
 from pgnn.config.network import ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.core.io import verify_zip, write_bytes_atomic
+from pgnn.nn.card import TRAINING_FACTS, ModelCard, card_of
 from pgnn.nn.model import PointGNN
 
 CHECKPOINT_FORMAT = "pgnn-checkpoint/1"
 INPUT_FRAMES = ("rect", "cam2")
-_STRING_FIELDS = ("graph_preset", "encoding", "label_method", "input_features")
+_STRING_FIELDS = tuple(k for k in TRAINING_FACTS if k != "input_frame")
+_CARD_ONLY = ("runtime_graph", "postprocess")  # present: the checkpoint holds a whole card, validated
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
@@ -54,26 +59,18 @@ def checkpoint_name(step: int) -> str:
 
 
 def make_checkpoint(
-    model: PointGNN,
-    *,
-    input_frame: str,
-    graph_preset: str,
-    encoding: str,
-    label_method: str,
-    input_features: str,
-    step: int,
-    **extra: Any,
+    model: PointGNN, *, step: int, card: ModelCard | None = None, **extra: Any
 ) -> dict[str, Any]:
-    """A checkpoint dict for ``model``; ``extra`` adds optional entries (optimizer, scheduler, rng, ...)."""
+    """A checkpoint dict for ``model``: its ``card``'s entries, or (a training run's checkpoints) the
+    :data:`pgnn.nn.card.TRAINING_FACTS` in ``extra``; ``extra`` adds optional entries (optimizer,
+    scheduler, rng, ...)."""
+    if card is not None and card.network != model.cfg:
+        raise ValueError("the card's model_config is not the model's")
     ckpt = {
         "format": CHECKPOINT_FORMAT,
+        **(card.entries() if card is not None else {}),
         "model_config": model.cfg.model_dump(mode="json"),
         "model": model.state_dict(),
-        "input_frame": input_frame,
-        "graph_preset": graph_preset,
-        "encoding": encoding,
-        "label_method": label_method,
-        "input_features": input_features,
         "step": int(step),
         **extra,
     }
@@ -108,9 +105,12 @@ def validate_checkpoint(ckpt: Any, source: str | Path = "<checkpoint>") -> Model
                 f"in {name!r}",
             )
     try:
-        return ModelConfig.model_validate(ckpt.get("model_config"))
+        cfg = ModelConfig.model_validate(ckpt.get("model_config"))
     except ValueError as e:  # pydantic.ValidationError is a ValueError
         raise DataError(source, f"expected a valid 'model_config', got {e}") from e
+    if any(key in ckpt for key in _CARD_ONLY):
+        card_of(ckpt, source)
+    return cfg
 
 
 def save_checkpoint(path: str | Path, ckpt: dict[str, Any]) -> None:
@@ -129,20 +129,53 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     """Read a checkpoint (``weights_only=True``: no pickled code runs), after checking the CRC-32 of every
     record of its zip archive, and validate it."""
     path = Path(path)
-    if zipfile.is_zipfile(path):  # every pgnn checkpoint; anything else fails in torch.load below
-        verify_zip(path, what="checkpoint (torch zip archive)")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError as e:
-        raise DataError(path, "expected a checkpoint file, got no such file") from e
-    except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError ... for foreign files
+    if not path.is_file():
+        raise DataError(path, "expected a checkpoint file, got no such file")
+    if not zipfile.is_zipfile(path):  # every pgnn checkpoint is a torch zip archive
         raise DataError(
             path,
-            f"expected a pgnn checkpoint readable with weights_only=True, got "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            f"expected a pgnn checkpoint (a torch zip archive, read with weights_only=True), got "
+            f"{_what_file(path)}",
+        )
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+    if names and all(n.endswith(".npy") for n in names):
+        raise DataError(
+            path,
+            "expected a pgnn checkpoint, got an npz of arrays (the authors' released weights?): convert it "
+            "with `pgnn import-weights` first",
+        )
+    verify_zip(path, what="checkpoint (torch zip archive)")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:  # weights_only refused a pickle naming something else: never run
+        raise DataError(
+            path,
+            "expected a pgnn checkpoint of tensors and plain values, got a pickle naming other objects "
+            "(refused: loading it could run code)",
+        ) from e
+    except Exception as e:  # torch raises RuntimeError, EOFError ... for foreign archives
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise DataError(
+            path, f"expected a pgnn checkpoint, got a zip archive torch cannot read ({first})"
         ) from e
     validate_checkpoint(ckpt, path)
     return ckpt
+
+
+def _what_file(path: Path) -> str:
+    """A few words on what a file that is not a zip archive looks like (text, YAML, empty, ...)."""
+    with path.open("rb") as f:
+        head = f.read(4096)
+    if not head:
+        return "an empty file"
+    if head.startswith(b"\x80"):
+        return "a bare pickle (refused: loading it could run code)"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "a file that is not one"
+    return "a text file (params or a config? a model file is binary)"
 
 
 def load_model(
@@ -231,15 +264,22 @@ TRAINING_STATE_KEYS = (
 )
 
 
-def export_model(src: str | Path, dest: str | Path, train_config: dict[str, Any] | None = None) -> None:
-    """Write ``src``'s model without its training state (optimizer, RNG, position ...) to ``dest``.
+def export_model(src: str | Path, dest: str | Path, card: ModelCard | None = None) -> None:
+    """Write ``src``'s model without its training state (optimizer, RNG, position ...) to ``dest``, with
+    ``card`` (the model's facts: the run's runtime graph, post-processing and train settings; None: the
+    entries ``src`` has).
 
     The exported file depends only on the weights and the recipe, so a resumed run and an uninterrupted one
     export the same bytes (their RNG states differ: the data loader draws from the global generator).
-    ``train_config`` replaces the checkpoint's: the run that exports states its own settings (a checkpoint
-    at step N saved by a longer run of the same key records that run's ``max_steps``).
+    The card's ``train_config`` replaces the checkpoint's: the run that exports states its own settings (a
+    checkpoint at step N saved by a longer run of the same key records that run's ``max_steps``).
     """
     ckpt = {k: v for k, v in load_checkpoint(src).items() if k not in TRAINING_STATE_KEYS}
-    if train_config is not None:
-        ckpt["train_config"] = train_config
-    save_checkpoint(dest, ckpt)
+    if card is None:
+        save_checkpoint(dest, ckpt)
+        return
+    entries = card.entries()
+    changed = [k for k in ("model_config", *TRAINING_FACTS) if ckpt.get(k) != entries[k]]
+    if changed:
+        raise ValueError(f"{src} states other {changed} than the card")
+    save_checkpoint(dest, {**ckpt, **entries})

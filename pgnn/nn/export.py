@@ -19,9 +19,10 @@ with an expanded (C, H) int64 index). The exporter is torch's dynamo-based ``tor
 (ONNX opset 18, the first with max reductions). (``scan`` instead of ``while_loop`` exported to a program but
 not to ONNX: torch 2.13's type-promotion pass failed on the second scan.)
 
-The file carries what ``pgnn predict`` needs from the checkpoint (``EXPORT_KEYS``): in an ``.onnx`` as
-``metadata_props`` (strings; ``model_config`` and ``step`` as JSON), in a ``.pt2`` as the extra file
-``pgnn.json``. ``pgnn.inference.backends`` reads both back.
+The file carries the checkpoint's model card (:class:`pgnn.nn.card.ModelCard`) and step: in an ``.onnx`` as
+``metadata_props`` (``card``: the card as JSON, ``step``), in a ``.pt2`` as the extra file ``pgnn.json``
+(the same strings). ``pgnn.inference.backends`` reads the ``.onnx`` back; it does not load ``.pt2`` files
+(``torch.export.load`` can run code from one): a ``.pt2`` is for torch deployments that trust the file.
 """
 
 from __future__ import annotations
@@ -38,14 +39,13 @@ import torch
 from torch import Tensor, nn
 from torch._higher_order_ops.while_loop import while_loop
 
-from pgnn.config.network import ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.core.io import write_bytes_atomic
-from pgnn.nn.checkpoint import load_model
+from pgnn.nn.card import ModelCard, card_from_json, card_of
 from pgnn.nn.conv import DEFAULT_EDGES_PER_CHUNK, PointGNNConv, PointSetPooling
 from pgnn.nn.model import PointGNN
 
-EXPORT_FORMAT = "pgnn-export/1"
+EXPORT_FORMAT = "pgnn-export/2"
 INPUT_NAMES = (
     "features",
     "vertex_coord_0",
@@ -55,8 +55,6 @@ INPUT_NAMES = (
     "edges_1",
 )
 OUTPUT_NAMES = ("logits", "box_encodings")
-# The checkpoint entries predict reads (``pgnn.inference.settings``, ``pgnn.inference.predict``).
-EXPORT_KEYS = ("model_config", "input_frame", "graph_preset", "encoding", "label_method", "input_features")
 OPSET = 18
 PT2_EXTRA_FILE = "pgnn.json"
 SUFFIXES = (".onnx", ".pt2")
@@ -209,34 +207,42 @@ def _dynamic_shapes() -> dict[str, Any]:
     }
 
 
-def export_metadata(ckpt: Mapping[str, Any]) -> dict[str, str]:
-    """The checkpoint entries predict needs, as strings (``model_config`` and ``step`` JSON)."""
-    meta = {"format": EXPORT_FORMAT, "step": json.dumps(int(ckpt.get("step", 0)))}
-    for key in EXPORT_KEYS:
-        value = ckpt[key]
-        meta[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return meta
+def export_metadata(card: ModelCard, step: int) -> dict[str, str]:
+    """The model's card and step as strings (the card and the step as JSON)."""
+    return {"format": EXPORT_FORMAT, "card": card.to_json(), "step": json.dumps(int(step))}
 
 
-def metadata_from_strings(strings: Mapping[str, str], source: str | Path) -> dict[str, Any]:
-    """``export_metadata``'s strings read back as checkpoint entries; ``DataError`` when any is missing."""
-    if strings.get("format") != EXPORT_FORMAT:
-        raise DataError(
-            source, f"expected pgnn export metadata {EXPORT_FORMAT!r}, got {strings.get('format')!r}"
-        )
-    missing = [key for key in (*EXPORT_KEYS, "step") if key not in strings]
+def metadata_from_strings(strings: Mapping[str, str], source: str | Path) -> tuple[ModelCard, int]:
+    """``export_metadata``'s strings read back: the card and the step; ``DataError`` naming ``source``.
+
+    A file of ``pgnn export`` before the card (``pgnn-export/1``: one entry per checkpoint string) gets the
+    card of its entries (:func:`pgnn.nn.card.card_of`).
+    """
+    fmt = strings.get("format")
+    if fmt not in (EXPORT_FORMAT, _EXPORT_FORMAT_1):
+        raise DataError(source, f"expected pgnn export metadata {EXPORT_FORMAT!r}, got {fmt!r}")
+    keys = ("card", "step") if fmt == EXPORT_FORMAT else (*_EXPORT_KEYS_1, "step")
+    missing = [key for key in keys if key not in strings]
     if missing:
         raise DataError(source, f"expected the metadata entries {', '.join(missing)}, got none")
-    meta: dict[str, Any] = {key: strings[key] for key in EXPORT_KEYS}
     try:
-        meta["model_config"] = ModelConfig.model_validate_json(strings["model_config"]).model_dump(
-            mode="json"
-        )
-        meta["step"] = int(json.loads(strings["step"]))
-    except ValueError as e:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise DataError(source, f"expected a valid model_config and step in the metadata, got {first}") from e
-    return meta
+        step = json.loads(strings["step"])
+    except json.JSONDecodeError as e:
+        raise DataError(source, f"expected the step as JSON in the metadata, got {e.msg}") from e
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise DataError(source, f"expected a non-negative int step in the metadata, got {step!r}")
+    if fmt == EXPORT_FORMAT:
+        return card_from_json(strings["card"], source), step
+    entries: dict[str, Any] = {key: strings[key] for key in _EXPORT_KEYS_1}
+    try:
+        entries["model_config"] = json.loads(strings["model_config"])
+    except json.JSONDecodeError as e:
+        raise DataError(source, f"expected model_config as JSON in the metadata, got {e.msg}") from e
+    return card_of(entries, source), step
+
+
+_EXPORT_FORMAT_1 = "pgnn-export/1"
+_EXPORT_KEYS_1 = ("model_config", "input_frame", "graph_preset", "encoding", "label_method", "input_features")
 
 
 def export_program(model: PointGNN) -> torch.export.ExportedProgram:
@@ -297,14 +303,20 @@ def export_pt2_bytes(model: PointGNN, metadata: Mapping[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def export_checkpoint(ckpt_path: str | Path, out: str | Path) -> None:
-    """Export the checkpoint ``ckpt_path`` to ``out`` (``.onnx`` or ``.pt2``, by suffix), atomically."""
+def check_export_suffix(out: str | Path) -> None:
+    """``DataError`` unless ``out`` ends in ``.onnx`` or ``.pt2``."""
     out = Path(out)
     if out.suffix not in SUFFIXES:
         raise DataError(
             out, f"expected an output ending in {' or '.join(SUFFIXES)}, got {out.suffix or 'none'!r}"
         )
-    model, ckpt = load_model(ckpt_path, "cpu")
-    metadata = export_metadata(ckpt)
+
+
+def export_model_file(model: PointGNN, card: ModelCard, step: int, out: str | Path) -> None:
+    """Export ``model`` (its ``card`` and ``step`` as metadata) to ``out`` (``.onnx`` or ``.pt2``, by suffix),
+    atomically."""
+    out = Path(out)
+    check_export_suffix(out)
+    metadata = export_metadata(card, step)
     data = export_onnx_bytes(model, metadata) if out.suffix == ".onnx" else export_pt2_bytes(model, metadata)
     write_bytes_atomic(out, data)

@@ -320,10 +320,13 @@ def checkpoint_from_released_weights(
     ``load_released_variables``).
 
     The weights expect points in the original's camera-2 rectified frame (``input_frame = "cam2"``). The step
-    is the checkpoint's global step. The original config is kept verbatim under ``original_config`` (its
+    is the checkpoint's global step. Its card (``pgnn.nn.card``) runs the graph preset of the label method
+    and post-processes with the method's settings and the config's ``nms_overlapped_thres``. The original
+    config is kept verbatim under ``original_config`` (its
     ``runtime_graph_gen_kwargs`` define the graph the weights were run with).
     """
-    from pgnn.nn.checkpoint import CHECKPOINT_FORMAT
+    from pgnn.nn.card import card_of
+    from pgnn.nn.checkpoint import make_checkpoint
     from pgnn.nn.model import PointGNN
 
     weights_path = Path(weights_path)
@@ -340,16 +343,20 @@ def checkpoint_from_released_weights(
     label_method = str(original.get("label_method", ""))
     if graph_preset is None:
         graph_preset = RUNTIME_GRAPH_PRESETS.get(label_method, "runtime")
-    return {
-        "format": CHECKPOINT_FORMAT,
+    facts = {
         "model_config": cfg.model_dump(mode="json"),
-        "model": model.state_dict(),
         "input_frame": "cam2",
         "graph_preset": graph_preset,
         "encoding": str(original["box_encoding_method"]),
         "label_method": label_method,
         "input_features": str(original["input_features"]),
-        "step": step,
-        "source": {"weights": weights_path.name, "config": config_path.name},
         "original_config": original,
     }
+    card = card_of(facts, config_path)  # the runtime graph and post-processing of the label method
+    return make_checkpoint(
+        model,
+        step=step,
+        card=card,
+        source={"weights": weights_path.name, "config": config_path.name},
+        original_config=original,
+    )

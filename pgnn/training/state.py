@@ -12,6 +12,7 @@ import torch
 
 from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.training import RESUMABLE_CHANGES, TrainConfig
+from pgnn.nn.card import TRAINING_FACTS
 from pgnn.nn.checkpoint import (
     checkpoint_name,
     checkpoint_step,
@@ -27,8 +28,8 @@ from pgnn.training.tf1_optim import make_run_optimizer
 
 log = logging.getLogger(__name__)
 
-META_KEYS = ("input_frame", "graph_preset", "encoding", "label_method", "input_features")
-"""The strings every checkpoint states about its data (see :func:`pgnn.nn.checkpoint.make_checkpoint`)."""
+META_KEYS = TRAINING_FACTS
+"""The strings every checkpoint of a run states about its data (:data:`pgnn.nn.card.TRAINING_FACTS`)."""
 
 
 def rng_state() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from pgnn.core.boxes import iou_bev
 from pgnn.data.frames import points_cam2_to_rect
 from pgnn.data.kitti import read_calib
 from pgnn.data.labels import labels_to_boxes, read_labels
-from pgnn.inference.backends import OnnxNetwork, load_network
+from pgnn.inference.backends import OnnxNetwork, load_detector
 from pgnn.nn.model import PointGNN
 
 FRAME = "000114"
@@ -78,7 +78,8 @@ def test_predict_runs_an_onnx_model_end_to_end(
     top = int(np.argmax(ref_scores))
     assert ours[int(iou[top].argmax())].score == pytest.approx(ref_scores[top], rel=1e-3)
 
-    network, meta = load_network(model)  # the same file through the API: ONNX Runtime, T1's entries
-    assert isinstance(network, OnnxNetwork) and meta["input_frame"] == "cam2"
-    eager, ckpt_meta = load_network(ckpt)
-    assert isinstance(eager, PointGNN) and ckpt_meta["step"] == meta["step"]
+    onnx = load_detector(model)  # the same file through the API: ONNX Runtime, T1's card
+    assert isinstance(onnx.network, OnnxNetwork) and onnx.card.input_frame == "cam2"
+    eager = load_detector(ckpt)
+    assert isinstance(eager.network, PointGNN) and eager.step == onnx.step
+    assert eager.card == onnx.card

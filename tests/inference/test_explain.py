@@ -17,7 +17,7 @@ from pgnn.data.frames import load_frame
 from pgnn.inference.explain import explain_frame, merge_clusters
 from pgnn.inference.postprocess import NMS_FUNCTIONS, Candidates, Detections
 from pgnn.inference.predict import predict_frame
-from pgnn.inference.settings import postprocess_config, runtime_graph_config
+from pgnn.nn.card import card_of
 from pgnn.nn.checkpoint import make_checkpoint
 from pgnn.nn.model import PointGNN
 
@@ -103,11 +103,12 @@ def test_explained_frame_has_predict_frames_detections(kitti_sample: Path) -> No
         input_features="i",
         step=0,
     )
+    card = card_of(meta)
     frame = load_frame(kitti_sample, "000008")
-    graph_cfg = runtime_graph_config(meta)
-    post_cfg = postprocess_config(meta)
-    want, _ = predict_frame(model, meta, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
-    got = explain_frame(model, meta, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
+    graph_cfg = card.runtime_graph
+    post_cfg = card.postprocess
+    want, _ = predict_frame(model, card, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
+    got = explain_frame(model, card, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
     assert len(want) > 0
     np.testing.assert_array_equal(got.detections.boxes, want.boxes)
     np.testing.assert_array_equal(got.detections.scores, want.scores)

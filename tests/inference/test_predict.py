@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from pgnn.cli import main as cli_main
-from pgnn.config.graphs import GRAPH_PRESETS
+from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig
 from pgnn.config.inference import PostprocessConfig
 from pgnn.config.network import MODEL_PRESETS
 from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d, iou_bev
@@ -51,7 +51,8 @@ from pgnn.inference.run import (
     write_detections,
     write_pictures,
 )
-from pgnn.inference.settings import postprocess_config, runtime_graph_config
+from pgnn.inference.settings import runtime_graph
+from pgnn.nn.card import ModelCard, card_of
 from pgnn.nn.model import PointGNN
 from pgnn.viz.render import project_box_edges
 
@@ -254,6 +255,18 @@ def test_frame_from_scan_without_image_matches_load_frame(kitti_sample: Path) ->
 # ----------------------------------------------------------------------------------------------------------
 
 
+def postprocess_config(entries: dict[str, Any], **overrides: Any) -> PostprocessConfig:
+    """The post-processing of a card without one (a run's checkpoint, an older file) with ``entries``."""
+    base = {k: v for k, v in _meta("rect").entries().items() if k != "postprocess"}
+    return card_of({**base, **entries}).with_postprocess(**overrides)
+
+
+def runtime_graph_config(entries: dict[str, Any], name: str | None = None) -> GraphConfig:
+    """The runtime graph of a card without one, with ``entries`` (and ``--graph-preset name``)."""
+    base = {k: v for k, v in _meta("rect").entries().items() if k != "runtime_graph"}
+    return runtime_graph(card_of({**base, **entries}), name)
+
+
 def test_postprocess_config_follows_the_label_method() -> None:
     car = postprocess_config({"label_method": "Car"})
     assert car.class_names == ("Background", "Car", "Car", "DontCare")
@@ -288,14 +301,17 @@ def _small_model() -> PointGNN:
     return PointGNN(MODEL_PRESETS["small"], generator=torch.Generator().manual_seed(0)).eval()
 
 
-def _meta(input_frame: str) -> dict[str, Any]:
-    return {
-        "input_frame": input_frame,
-        "graph_preset": "car",
-        "label_method": "Car",
-        "input_features": "i",
-        "encoding": "classaware_all_class_box_encoding",
-    }
+def _meta(input_frame: str) -> ModelCard:
+    return card_of(
+        {
+            "model_config": MODEL_PRESETS["small"].model_dump(mode="json"),
+            "input_frame": input_frame,
+            "graph_preset": "car",
+            "label_method": "Car",
+            "input_features": "i",
+            "encoding": "classaware_all_class_box_encoding",
+        }
+    )
 
 
 def _graph_rect() -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,12 @@ from pgnn.cli import main as cli_main
 from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.errors import DataError
 from pgnn.data.kitti import read_calib
-from pgnn.inference.backends import load_network
+from pgnn.inference.backends import Detector, ProgramNetwork, load_detector
 from pgnn.inference.postprocess import Detections
 from pgnn.inference.predict import predict_graph
-from pgnn.inference.settings import postprocess_config
+from pgnn.nn.card import card_of
 from pgnn.nn.checkpoint import load_model, make_checkpoint, save_checkpoint
-from pgnn.nn.export import EXPORT_KEYS, export_checkpoint
+from pgnn.nn.export import PT2_EXTRA_FILE, export_model_file, metadata_from_strings
 from pgnn.nn.graph_input import GraphInput, graph_input_from_arrays
 from pgnn.nn.model import PointGNN
 
@@ -74,6 +75,19 @@ def exported(pointgnn_reference: Path, tmp_path_factory: pytest.TempPathFactory)
     return {"files": files, "networks": networks}
 
 
+def load_network(path: Path, device: str = "cpu", threads: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """The network and card entries (with the step) of a file: ``load_detector``, or for a ``.pt2`` this
+    test wrote itself (pgnn does not load them: ``torch.export.load`` can run code) ``torch.export.load``."""
+    if path.suffix != ".pt2":
+        d = load_detector(path, device, threads=threads)
+    else:
+        extra = {PT2_EXTRA_FILE: ""}
+        program = torch.export.load(str(path), extra_files=extra)
+        card, step = metadata_from_strings(json.loads(extra[PT2_EXTRA_FILE]), path)
+        d = Detector(ProgramNetwork(program, card, device), card, step)
+    return d.network, {**d.card.entries(), "step": d.step, "card": d.card}
+
+
 class Recording:
     """A network that keeps its last outputs (so one forward pass gives both outputs and detections)."""
 
@@ -92,7 +106,7 @@ def _detect(network: Any, meta: dict[str, Any], graph: dict[str, np.ndarray], ki
         size = image.size  # (width, height)
     recording = Recording(network)
     detections = predict_graph(
-        recording, meta, graph, calib.P2, size, postprocess_config(meta), "cpu", graph_frame="cam2"
+        recording, meta["card"], graph, calib.P2, size, meta["card"].postprocess, "cpu", graph_frame="cam2"
     )
     return recording.outputs, detections
 
@@ -136,11 +150,11 @@ def test_exported_files_carry_the_checkpoint_entries(exported: dict[str, Any]) -
     _, ckpt = exported["networks"]["pt"]
     for name in BACKENDS:
         _, meta = exported["networks"][name]
-        assert {k: meta[k] for k in EXPORT_KEYS} == {k: ckpt[k] for k in EXPORT_KEYS}, name
+        assert meta["card"] == ckpt["card"], name
         assert meta["step"] == ckpt["step"] == 1_400_000
         assert meta["input_frame"] == "cam2" and meta["graph_preset"] == "car_runtime"
     proto = onnx.load(str(exported["files"]["onnx"]))
-    props = {p.key: p.value for p in proto.metadata_props}
+    props = json.loads({p.key: p.value for p in proto.metadata_props}["card"])
     assert props["label_method"] == "Car" and props["input_features"] == "i"
     assert max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")) >= 17
     nodes = list(_all_nodes(proto.graph))
@@ -218,11 +232,11 @@ def test_small_models_export_exactly(name: str, tmp_path: Path) -> None:
         ),
     )
     graph = graph_input_from_arrays(_synthetic_graph(cfg.input_dim, np.random.default_rng(1)))
-    eager, _ = load_model(ckpt)
+    eager, entries = load_model(ckpt)
     with torch.inference_mode():
         logits, boxes = eager(graph)
     for suffix in BACKENDS:
-        export_checkpoint(ckpt, tmp_path / f"small.{suffix}")
+        export_model_file(eager, card_of(entries), entries["step"], tmp_path / f"small.{suffix}")
         network, meta = load_network(tmp_path / f"small.{suffix}", threads=1)
         assert meta["step"] == 7 and meta["model_config"] == cfg.model_dump(mode="json")
         x_logits, x_boxes = network(graph)
@@ -240,7 +254,7 @@ def test_export_and_load_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
         junk = tmp_path / f"junk.{suffix}"
         junk.write_bytes(b"not a model")
         with pytest.raises(DataError, match=str(junk)):
-            load_network(junk)
+            load_detector(junk)
     plain = tmp_path / "plain.onnx"  # a valid ONNX model without pgnn's metadata
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
     y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
@@ -248,4 +262,4 @@ def test_export_and_load_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=10)
     onnx.save(model, str(plain))
     with pytest.raises(DataError, match="expected pgnn export metadata"):
-        load_network(plain)
+        load_detector(plain)

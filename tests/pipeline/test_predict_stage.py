@@ -20,7 +20,7 @@ from pgnn.pipeline.stages import Layout
 from pgnn.pipeline.steps.graphs import graphs_step
 from pgnn.pipeline.steps.predict import predict_step
 from pgnn.pipeline.steps.prepare import prepare_step
-from pgnn.pipeline.steps.train import train_meta
+from pgnn.pipeline.steps.train import model_card
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +28,24 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, Lay
     """Synthetic val frames, prepared and as runtime graphs one frame a shard, and an untrained model."""
     root = tmp_path_factory.mktemp("predict_stage")
     generate_dataset(root / "synth", 4, 0, 0.5)
-    params = Params(data={"root": "synth", "frames_per_shard": 1, "workers": 1})
+    # the default preset (painted inputs, Car_heading: the circular yaw merge); every candidate kept, so that
+    # an untrained model detects something
+    params = Params(
+        preset="small_painted_car",
+        data={"root": "synth", "frames_per_shard": 1, "workers": 1, "painted": True},
+        postprocess={"score_threshold": 0.0},
+    )
     recipe = resolve(params)
     layout = Layout(root)
     prepare_step(params.data, "val", layout.path("prepared", "val"), root_dir=root)
     graphs_step(recipe, "val", layout.path("prepared", "val"), layout.path("graphs", "val"), 1, 1)
     model = PointGNN(recipe.model, generator=torch.Generator().manual_seed(0))
-    save_checkpoint(layout.path("model"), make_checkpoint(model, step=0, **train_meta(recipe)))
+    save_checkpoint(layout.path("model"), make_checkpoint(model, step=0, card=model_card(recipe)))
     return root, recipe, layout
 
 
 def _predict(recipe: object, layout: Layout, out: Path, timings: Path) -> dict[str, float]:
     return predict_step(
-        recipe,
         layout.path("model"),
         layout.path("graphs", "val"),
         layout.path("prepared", "val"),
@@ -90,3 +95,22 @@ def test_predict_stage_leaves_no_partial_folder(project: tuple[Path, object, Lay
         assert not absent.exists() and list(absent.parent.iterdir()) == []
     finally:
         bad.write_bytes(original)
+
+
+def test_pgnn_predict_writes_the_predict_stages_files(
+    project: tuple[Path, object, Layout], tmp_path: Path
+) -> None:
+    """One model, two paths: ``pgnn predict`` on the val frames with the pipeline's model writes the predict
+    stage's files byte for byte (the same card: runtime graph, post-processing with its yaw merge)."""
+    from pgnn.cli import main as cli_main
+
+    root, recipe, layout = project
+    assert recipe.postprocess.yaw_merge == "circular"  # type: ignore[attr-defined]
+    stage = tmp_path / "stage"
+    _predict(recipe, layout, stage, tmp_path / "timings.json")
+    argv = ["predict", "--root", str(root / "synth"), "--ids", "val", "--painted", "--threads", "1"]
+    argv += ["--checkpoint", str(layout.path("model")), "--out", str(tmp_path / "cli"), "--quiet"]
+    assert cli_main(argv) == 0
+    files = {p.name: p.read_bytes() for p in stage.glob("*.txt")}
+    assert len(files) >= 2 and any(files.values()), "the test needs detections in two frames at least"
+    assert {p.name: p.read_bytes() for p in (tmp_path / "cli").glob("*.txt")} == files

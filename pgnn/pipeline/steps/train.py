@@ -14,23 +14,40 @@ from pgnn.config.presets import Recipe
 from pgnn.config.resolved import Resolved
 from pgnn.core.io import write_json_atomic
 from pgnn.eval.validation import make_validator
+from pgnn.nn.card import TRAINING_FACTS, ModelCard
 from pgnn.nn.checkpoint import export_model
 from pgnn.pipeline.stages import Layout
 from pgnn.training.loop import train
 from pgnn.training.source import train_augments, train_records, train_run_key
 
 
+def model_card(recipe: Recipe) -> ModelCard:
+    """The card of the model the recipe trains: its network, the label frame (pgnn's data), the runtime
+    graph, the targets' encoding, label method and features, the post-processing (the predict stage's, and
+    so every path's) and the train settings."""
+    return ModelCard(
+        network=recipe.model,
+        input_frame="rect",
+        graph_preset=recipe.runtime_graph_name,
+        runtime_graph=recipe.runtime_graph,
+        encoding=recipe.targets.encoding,
+        label_method=recipe.targets.label_method,
+        input_features=recipe.targets.input_features,
+        postprocess=recipe.postprocess,
+        train=recipe.train,
+    )
+
+
 def train_meta(recipe: Recipe) -> dict[str, Any]:
-    """What a trained model states about its data: only what training decides (the frame, encoding, label
-    method, features and the runtime-graph preset the recipe pairs with them). Post-processing and the
-    runtime graph's settings are read from params at predict time, so they are not here."""
-    return {
-        "input_frame": "rect",
-        "graph_preset": recipe.runtime_graph_name,
-        "encoding": recipe.targets.encoding,
-        "label_method": recipe.targets.label_method,
-        "input_features": recipe.targets.input_features,
-    }
+    """What a training run's checkpoints state about its data: only what training decides (the card's
+    :data:`pgnn.nn.card.TRAINING_FACTS`), so that a post-processing setting is no part of the run key."""
+    return training_facts(model_card(recipe))
+
+
+def training_facts(card: ModelCard) -> dict[str, Any]:
+    """The card's :data:`pgnn.nn.card.TRAINING_FACTS` (the ``meta`` of the training loop)."""
+    entries = card.entries()
+    return {key: entries[key] for key in TRAINING_FACTS}
 
 
 def train_step(resolved: Resolved, layout: Layout) -> Path:
@@ -54,7 +71,8 @@ def train_step(resolved: Resolved, layout: Layout) -> Path:
         layout.path("gt_db"),
     )
     records = train_records(resolved, graphs, prepared, gt_db)
-    meta = train_meta(resolved)
+    card = model_card(resolved)
+    meta = training_facts(card)
     key = train_run_key(resolved, graphs, meta, prepared, gt_db, resolved.validation)
     ckpt_dir = layout.path("checkpoints") / key
     validate = None
@@ -62,7 +80,7 @@ def train_step(resolved: Resolved, layout: Layout) -> Path:
         validate = make_validator(
             layout.path("graphs", "val"),
             layout.path("prepared", "val"),
-            meta,
+            card,
             resolved.validation.postprocess,
             resolved.validation.classes,
             resolved.train.eval_frames,
@@ -83,7 +101,7 @@ def train_step(resolved: Resolved, layout: Layout) -> Path:
     model_path = layout.path("model")
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 touches files
         return model_path
-    export_model(final, model_path, resolved.train.model_dump(mode="json"))
+    export_model(final, model_path, card)
     summary_path = layout.path("train_summary")
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     write_json_atomic(layout.path("train_metrics"), train_results(summary))
