@@ -36,7 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("pgnn.commands.view", "interactive 3D pages of frames (points, boxes, graph): offline HTML"),
     "train": ("pgnn.commands.train", "train a Point-GNN model on a cached graph split (resumes by itself)"),
     "bench": ("pgnn.commands.bench", "run a benchmark (graph, synth, cache, eval): table or JSON"),
-    "check": ("pgnn.commands.check", "compare pgnn with the original's golden references (train-step)"),
+    "check": (
+        "pgnn.commands.check",
+        "compare with the original's golden training step (train-step); this CPU with the reference (cpu)",
+    ),
     "import-config": ("pgnn.commands.import_config", "an original config pair as params.yaml sections"),
     "checkpoints": (
         "pgnn.commands.checkpoints",

@@ -13,14 +13,8 @@ if str(ROOT) not in sys.path:
 
 
 def main(name: str) -> None:
-    """Run stage ``name`` (``pgnn.pipeline.runner``) with this script's arguments on the repo root.
-    OpenMP's spin (``SPIN_ENV``) is set here too, before torch loads, for ``dvc exp run`` outside ``make``."""
-    import os
-
-    from pgnn.pipeline.run import SPIN_ENV
-
-    for key, value in SPIN_ENV.items():
-        os.environ.setdefault(key, value)
+    """Run stage ``name`` (``pgnn.pipeline.runner``) with this script's arguments on the repo root. Importing
+    pgnn first pins the CPU numerics and OpenMP's wait before torch loads (:mod:`pgnn.core.cpu`)."""
     from pgnn.core.errors import install_user_errors
     from pgnn.pipeline.runner import run_stage
 

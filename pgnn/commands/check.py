@@ -1,5 +1,9 @@
 """``pgnn check train-step CASE.npz --config CONFIG.json --train-config TRAIN.json [--json]``: compare pgnn's
-training step with the original TF training graph's golden reference (``pgnn.training.check_step``)."""
+training step with the original TF training graph's golden reference (``pgnn.training.check_step``).
+
+``pgnn check cpu [--steps N] [--json]``: train the reference trajectory (``pgnn.pipeline.trajectory``)
+on this machine and compare it with the committed one, to the last bit: whether this CPU makes the bytes the
+committed ``dvc.lock`` names."""
 
 from __future__ import annotations
 
@@ -55,6 +59,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--device", default="cpu", help="cpu (default) or cuda: where the model runs (the same comparisons)"
     )
     step.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    cpu = sub.add_parser(
+        "cpu",
+        help="train the default recipe's reference trajectory here and compare it with the committed one "
+        "(the same losses and weights to the last bit: this CPU reproduces the baseline)",
+    )
+    cpu.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="steps to train (default: the reference's 200)",
+    )
+    cpu.add_argument(
+        "--json",
+        action="store_true",
+        help="print the trajectory as JSON (the reference's format)",
+    )
 
 
 def _fmt(value: Any) -> str:
@@ -64,6 +84,8 @@ def _fmt(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check == "cpu":
+        return run_cpu(args)
     import torch
 
     from pgnn.training.check_step import check_train_step
@@ -91,3 +113,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {key:15s} {_fmt(result[key])}")
     print("  compared: " + "; ".join(result["compared"]))
     return 0
+
+
+def run_cpu(args: argparse.Namespace) -> int:
+    from pgnn.core.cpu import pinned_state
+    from pgnn.pipeline.trajectory import STEPS, differences, load_reference, run_trajectory
+
+    reference = load_reference()
+    run = run_trajectory(args.steps or STEPS, reference.frames)
+    if args.json:
+        print(run.to_json(), end="")
+        return 0 if not differences(run, reference) else 1
+    for problem in pinned_state():
+        print(f"not pinned: {problem}")
+    for step, loss in run.losses.items():
+        ref = reference.losses.get(step)
+        mark = "-" if ref is None else ("equal" if ref == loss else f"differs (reference {ref!r})")
+        print(f"  step {step:4d} loss {loss!r:22s} {mark}")
+    for step, digest in run.weights_sha256.items():
+        ref = reference.weights_sha256.get(step)
+        mark = "-" if ref is None else ("equal" if ref == digest else f"differs (reference {ref[:16]})")
+        print(f"  step {step:4d} weights sha256 {digest[:16]} {mark}")
+    diffs = differences(run, reference)
+    print("this machine reproduces the reference trajectory" if not diffs else "differs from the reference")
+    return 1 if diffs else 0

@@ -1,7 +1,8 @@
 """The README's main job: run the whole DVC pipeline (``dvc repro``) and print the resulting metrics.
 
 ``python -m pgnn.pipeline.run [dvc repro args...]`` sets the offline/quiet environment (no DVC or Prefect
-analytics, one thread per worker, OpenMP's bounded spin ``SPIN_ENV``), puts this interpreter's ``bin/`` on
+analytics, one thread per worker; the CPU numerics and OpenMP's wait come from importing pgnn,
+:mod:`pgnn.core.cpu`), puts this interpreter's ``bin/`` on
 PATH so DVC's stage commands find the same ``python``, repairs a ``dvc.lock`` or ``.dvc/tmp/rwlock`` that a
 killed ``dvc`` left half-written (:func:`pgnn.pipeline.lockfile.repair_lock`: one line saying what it did),
 runs ``dvc repro`` and then ``dvc metrics show``. It runs on the project in the current directory.
@@ -23,10 +24,6 @@ QUIET_ENV = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
 }
-SPIN_ENV = {"GOMP_SPINCOUNT": "100000"}
-"""torch's OpenMP (libgomp) spins this long before sleeping (its default 300000; OMP_WAIT_POLICY=PASSIVE: 0):
-training's 2 threads run near full speed on an idle machine without spinning for long on a loaded one
-(benchmarks/README.md, "Intra-op threads"). It changes no number, only the time."""
 
 
 def pipeline_env() -> dict[str, str]:
@@ -34,8 +31,6 @@ def pipeline_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(QUIET_ENV)
     env.setdefault("OMP_NUM_THREADS", "1")
-    for key, value in SPIN_ENV.items():
-        env.setdefault(key, value)
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     return env
