@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/profile_train.py profile [--steps 10] [--rows 15] [--threads 1]
     .venv/bin/python benchmarks/profile_train.py threads [--steps 20] [--rounds 3] [--busy 1]
+    .venv/bin/python benchmarks/profile_train.py numerics [--steps 20] [--rounds 3]
 
 The step is the default run's: params.yaml's preset ``small_painted_car`` (the ``small`` network on painted
 ``is`` inputs, batch 2, Adam), on synthetic painted frames (``pgnn.data.synthetic``, seed 0) through the
@@ -17,6 +18,10 @@ steps (``torch.profiler.profile(activities=[CPU])``), with the thread count set 
 spin counts), each in its own process (OpenMP reads its environment at start), ``--rounds`` times
 interleaved, each row with ``/proc/loadavg`` at its start (the machine may be shared: compare rows of the
 same round). ``--busy N`` runs N busy-looping processes meanwhile: a loaded machine, on purpose.
+
+``numerics``: the same, for the cost of the pinned CPU numerics (:mod:`pgnn.core.cpu`) at 1 and 2 threads:
+pinned (what every pgnn process runs), each library's own choice for this CPU (the pin undone before torch
+and numpy load), and ATen's ``default`` kernels.
 """
 
 from __future__ import annotations
@@ -30,13 +35,20 @@ import sys
 import time
 from pathlib import Path
 
+# libgomp (torch's OpenMP) spins GOMP_SPINCOUNT times before sleeping (its own default 300000; PASSIVE: 0)
 SETTINGS = (
     ("1 thread", 1, {}),
-    ("2 threads", 2, {}),
+    ("2 threads, libgomp's default spin", 2, {"GOMP_SPINCOUNT": "300000"}),
     ("2 threads, OMP_WAIT_POLICY=PASSIVE", 2, {"OMP_WAIT_POLICY": "PASSIVE"}),
-    # libgomp (torch's OpenMP): spin this many times before sleeping (default 300000; PASSIVE: 0)
     ("2 threads, GOMP_SPINCOUNT=10000", 2, {"GOMP_SPINCOUNT": "10000"}),
-    ("2 threads, GOMP_SPINCOUNT=100000", 2, {"GOMP_SPINCOUNT": "100000"}),
+    ("default: 2 threads, GOMP_SPINCOUNT=100000", 2, {"GOMP_SPINCOUNT": "100000"}),
+)
+NUMERICS = (
+    ("pinned (default), 1 thread", 1, {}),
+    ("native kernels, 1 thread", 1, {"unpin": "1"}),
+    ("ATen default kernels, 1 thread", 1, {"unpin": "1", "ATEN_CPU_CAPABILITY": "default"}),
+    ("pinned (default), 2 threads", 2, {}),
+    ("native kernels, 2 threads", 2, {"unpin": "1"}),
 )
 FRAMES = 8
 PRESET = "small_painted_car"
@@ -48,7 +60,14 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def _setup(threads: int):  # noqa: ANN202
+def _setup(threads: int, unpin: bool = False):  # noqa: ANN202
+    import pgnn  # noqa: F401  (pins the numerics: undone below for a native row, before torch loads)
+    from pgnn.core.cpu import PINNED
+
+    for key in PINNED if unpin else ():
+        os.environ.pop(key, None)
+    if os.environ.get("PGNN_BENCH_ATEN"):
+        os.environ["ATEN_CPU_CAPABILITY"] = os.environ["PGNN_BENCH_ATEN"]
     import torch
     from step_batches import batches, frame_ids, make_model, make_step, recipe_of, records, synthetic_root
 
@@ -62,9 +81,9 @@ def _setup(threads: int):  # noqa: ANN202
     return data, step
 
 
-def time_steps(threads: int, steps: int) -> dict:
+def time_steps(threads: int, steps: int, unpin: bool = False) -> dict:
     """Median ms a step (and the CPU ms) of ``steps`` steps after the warm-up, in this process."""
-    data, step = _setup(threads)
+    data, step = _setup(threads, unpin)
     wall, cpu = [], []
     for k in range(WARMUP + steps):
         t, c = time.perf_counter(), time.process_time()
@@ -91,7 +110,7 @@ def profile(threads: int, steps: int, rows: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["profile", "threads"])
+    parser.add_argument("mode", choices=["profile", "threads", "numerics"])
     parser.add_argument("--steps", type=int, default=None, help="steps measured (profile 10, threads 20)")
     parser.add_argument("--rows", type=int, default=15, help="profile: ops in the table")
     parser.add_argument("--threads", type=int, default=1, help="profile: torch intra-op threads")
@@ -101,7 +120,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.one is not None:
         job = json.loads(args.one)
-        print(json.dumps(time_steps(job["threads"], job["steps"])))
+        print(json.dumps(time_steps(job["threads"], job["steps"], job.get("unpin", False))))
         return 0
     if args.mode == "profile":
         print(f"{PRESET} training step, {args.threads} thread(s), loadavg {loadavg()}")
@@ -112,22 +131,26 @@ def main() -> int:
     try:
         print(f"{PRESET} training step, median of {steps} steps: ms a step (CPU ms) [loadavg at start]")
         print(f"with {args.busy} busy-looping process(es)")
-        time_settings(steps, args.rounds)
+        time_settings(NUMERICS if args.mode == "numerics" else SETTINGS, steps, args.rounds)
     finally:
         for p in busy:
             p.kill()
     return 0
 
 
-def time_settings(steps: int, rounds: int) -> None:
-    """Print a row per (round, setting) of ``SETTINGS``: ms a step, CPU ms, loadavg at its start."""
+def time_settings(settings: tuple, steps: int, rounds: int) -> None:
+    """Print a row per (round, setting): ms a step, CPU ms, loadavg at its start."""
     for r in range(rounds):
-        for name, threads, env in SETTINGS:
+        for name, threads, setting in settings:
             load = loadavg()
+            env = {k: v for k, v in setting.items() if k not in ("unpin", "ATEN_CPU_CAPABILITY")}
             child_env = {**os.environ, "OMP_NUM_THREADS": str(threads), **env}
+            child_env.pop("PGNN_BENCH_ATEN", None)
+            if "ATEN_CPU_CAPABILITY" in setting:
+                child_env["PGNN_BENCH_ATEN"] = setting["ATEN_CPU_CAPABILITY"]
             if "OMP_WAIT_POLICY" not in env:
                 child_env.pop("OMP_WAIT_POLICY", None)
-            job = json.dumps({"threads": threads, "steps": steps})
+            job = json.dumps({"threads": threads, "steps": steps, "unpin": "unpin" in setting})
             proc = subprocess.run(
                 [sys.executable, __file__, "threads", "--one", job],
                 capture_output=True,
@@ -136,7 +159,7 @@ def time_settings(steps: int, rounds: int) -> None:
                 check=True,
             )
             res = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(f"round {r + 1}  {name:<36} {res['ms']:7.1f} ({res['cpu_ms']:6.1f})  [{load}]", flush=True)
+            print(f"round {r + 1}  {name:<42} {res['ms']:7.1f} ({res['cpu_ms']:6.1f})  [{load}]", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 
 PINNED = {
@@ -69,14 +70,14 @@ def has_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return False
 
 
-def pin(environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
+def pin(environ: MutableMapping[str, str] = os.environ, cpuinfo: Path = Path("/proc/cpuinfo")) -> None:
     """Pin the numerics (``PINNED``) and default OpenMP's wait (``OPENMP_DEFAULTS``) in ``environ``.
 
     Only where the pinned kernels run (x86-64 with AVX2): elsewhere the libraries keep their own choice.
     """
     for key, value in OPENMP_DEFAULTS.items():
         environ.setdefault(key, value)
-    if has_avx2():
+    if has_avx2(cpuinfo):
         environ.update(PINNED)
 
 
