@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgnn.core.errors import DataError
-from pgnn.core.outputs import FORCE_HELP, check_output_folder, replace_folder
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_folder, replace_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="point clouds: .bin, .npy, .pcd or .ply")
     parser.add_argument("--checkpoint", required=True, help="a pgnn checkpoint (.pt)")
     parser.add_argument("--sensor", default=None, help="sensor YAML (default: KITTI's HDL-64E, 360 degrees)")
-    parser.add_argument("--out", default="detections", help="folder for <stem>.json (and .txt, png/)")
+    parser.add_argument(
+        "--out", default="detections", action=OutputPath, help="folder for <stem>.json (and .txt, png/)"
+    )
     parser.add_argument("--kitti", action="store_true", help="also write KITTI result lines <stem>.txt")
     parser.add_argument("--png", action="store_true", help="also write a bird's-eye picture per input")
     parser.add_argument(

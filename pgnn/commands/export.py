@@ -12,12 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from pgnn.core.outputs import FORCE_HELP
+from pgnn.core.outputs import FORCE_HELP, OutputPath
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a pgnn checkpoint (.pt), e.g. written by import-weights or train")
-    parser.add_argument("out", help="the exported file: OUT.onnx (ONNX, opset 18) or OUT.pt2 (torch.export)")
+    parser.add_argument(
+        "out",
+        action=OutputPath,
+        help="the exported file: OUT.onnx (ONNX, opset 18) or OUT.pt2 (torch.export)",
+    )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 

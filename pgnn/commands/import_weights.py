@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pgnn.core.outputs import FORCE_HELP, check_output_file
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="npz of the TF checkpoint's variables (e.g. car_auto_T1_train.npz), or the TF checkpoint prefix "
         "itself (e.g. checkpoints/car_auto_T1_train/model-1400000, with its .index and .data-* files)",
     )
-    parser.add_argument("out", help="checkpoint file to write (.pt)")
+    parser.add_argument("out", action=OutputPath, help="checkpoint file to write (.pt)")
     parser.add_argument(
         "--config",
         default=None,
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = [args.weights, f"{args.weights}.index", *([args.config] if args.config else [])]
     check_output_file(args.out, force=args.force, inputs=inputs)
     ckpt = checkpoint_from_released_weights(args.weights, args.config, graph_preset=args.graph_preset)
+    check_output_file(args.out, force=args.force, inputs=inputs)  # again: after every read
     save_checkpoint(args.out, ckpt)
     model = PointGNN(ModelConfig.model_validate(ckpt["model_config"]))
     print(

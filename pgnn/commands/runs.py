@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pgnn.core.outputs import FORCE_HELP
+from pgnn.core.outputs import FORCE_HELP, OutputPath
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--width", type=width, default=None, help="widest line of the table (default: 120; none with --all)"
     )
-    parser.add_argument("--plot", type=Path, metavar="OUT.png", help="also write the runs' curves overlaid")
+    parser.add_argument(
+        "--plot", type=Path, action=OutputPath, metavar="OUT.png", help="also write the runs' curves overlaid"
+    )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
@@ -51,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(table(runs, args.width or (None if args.all else 120), args.all))
     if args.plot is not None:
         from pgnn.viz.compare import compare_chart
+
+        check_output_file(args.plot, force=args.force)  # again: after every read
 
         loss = {r.name: (r.loss.steps, r.loss.values) for r in runs}
         val = {r.name: (r.val.steps, r.val.values) for r in runs}
