@@ -48,6 +48,8 @@ from pgnn.core.lock import exclusive_lock
 MARKER = ".pgnn-output"
 """The file that marks a folder as pgnn's output."""
 MARKER_FORMAT = 1
+RECOGNISE_MAX_BYTES = 1 << 28
+"""A larger existing file is not read to recognise it as pgnn's (it needs ``--force``): 256 MiB."""
 FORCE_HELP = "replace an existing output that pgnn cannot tell it made (never one of the command's inputs)"
 """The help of every command's ``--force``."""
 
@@ -309,6 +311,9 @@ def check_output_file(
 
 
 def _recognised(ours: Callable[[Path], bool], dest: Path) -> bool:
+    """``ours(dest)``, for a file of at most :data:`RECOGNISE_MAX_BYTES` (what recognising may cost)."""
+    if not dest.is_file() or dest.stat().st_size > RECOGNISE_MAX_BYTES:
+        return False
     with _not_inputs():  # reading the earlier output to recognise it does not make it an input
         return ours(dest)
 
