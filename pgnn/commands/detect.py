@@ -17,7 +17,8 @@ Each input gives ``DIR/<stem>.json``::
 with the box centre at its geometric centre in the output frame (the sensor frame unless the sensor file
 sets an extrinsic) and yaw about +z from +x; ``--kitti`` adds ``DIR/<stem>.txt``, KITTI result lines in the
 rectified camera frame of the synthesised calib (2D boxes -1: there is no image); ``--png`` adds
-``DIR/png/<stem>_bev.png``.
+``DIR/png/<stem>_bev.png``, the points in view and the detections seen from above in the JSON's frame,
+titled by the file's name (``pgnn.viz.render.sensor_bev_figure``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_folder, repla
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from pgnn.config.sensor import SensorConfig
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
@@ -81,6 +84,28 @@ def detections_json(
     }
 
 
+def write_picture(
+    png: Path, name: str, points_rect: np.ndarray, sensor: SensorConfig, result: dict[str, list]
+) -> None:
+    """The bird's-eye picture of one scan's points in view and its JSON detections, in the output frame.
+
+    Shapes:
+        points_rect: (N, 3) rectified camera frame (the network's)
+    """
+    import numpy as np
+
+    from pgnn.data.sensor import output_to_rect
+    from pgnn.viz.render import write_sensor_bev_png
+
+    rect_to_out = np.linalg.inv(output_to_rect(sensor))  # (4, 4)
+    points = points_rect @ rect_to_out[:3, :3].T + rect_to_out[:3, 3]  # (N, 3) output frame
+    dets = result["detections"]
+    boxes = np.array([d["box"] for d in dets], dtype=np.float64).reshape(-1, 7)  # (M, 7)
+    scores = np.array([d["score"] for d in dets], dtype=np.float64)  # (M,)
+    title = f"{name}: {len(points):,} points in view; {len(dets)} detections"
+    write_sensor_bev_png(png, points, boxes, [d["class"] for d in dets], scores, title)
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -89,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.data.pointcloud import read_scan
     from pgnn.data.sensor import boxes_rect_to_output, frame_from_sensor_scan
     from pgnn.inference.predict import predict_frame
-    from pgnn.inference.run import write_detections, write_pictures
+    from pgnn.inference.run import write_detections
     from pgnn.inference.settings import postprocess_config, resolve_device, runtime_graph_config, set_threads
     from pgnn.nn.checkpoint import load_model
 
@@ -125,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
             if args.kitti:
                 write_detections(out / f"{path.stem}.txt", detections)
             if args.png:
-                write_pictures(out / "png", frame, detections, None)
+                write_picture(
+                    out / "png" / f"{path.stem}_bev.png", path.name, frame.points_rect, sensor, result
+                )
             total += len(detections)
             if not args.quiet:
                 ms = 1000.0 * sum(times.values())

@@ -125,9 +125,10 @@ def _write_page(args: argparse.Namespace, fid: str, explain: Any, color_by: str,
         max_edges=args.max_edges,
         seed=args.seed,
     )
-    path = write_frame_html(fig, out / f"{fid}.html", div_id=f"pgnn-view-{fid}")
+    write_frame_html(fig, out / f"{fid}.html", div_id=f"pgnn-view-{fid}")
     n = "" if detections is None else f", {len(detections.names)} detections"
-    print(f"{path}: {len(frame.labels)} labels{n}", file=sys.stderr)
+    final = Path(args.out) / f"{fid}.html"  # where it is once the folder is in place (out is temporary)
+    print(f"{final}: {len(frame.labels)} labels{n}", file=sys.stderr)
 
 
 def _explainer(args: argparse.Namespace):  # noqa: ANN202 (Frame -> Explained)

@@ -88,3 +88,30 @@ def test_export_recognises_the_files_it_writes(tmp_path: Path) -> None:
     onnx.save(model, tmp_path / "other.onnx")
     (tmp_path / "notes.onnx").write_text("mine\n")
     assert not any(is_export(tmp_path / n) for n in ("other.pt2", "other.onnx", "notes.onnx"))
+
+
+def test_printed_paths_are_final_and_a_scan_is_drawn_in_its_own_frame(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+
+    from pgnn.viz.render import sensor_bev_figure
+
+    root = tmp_path / "synthetic"
+    assert cli_main(["synth", str(root), "--frames", "1"]) == 0
+    pages = tmp_path / "pages"
+    assert cli_main(["view", "--root", str(root), "0", "--max-points", "100", "--out", str(pages)]) == 0
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith(f"{pages / '000000.html'}: ") and (pages / "000000.html").is_file()
+
+    box = np.array([[20.0, 5.0, -1.0, 4.0, 2.0, 1.5, np.pi / 2]])  # 20 m ahead, 5 m left, heading left
+    points = np.array([[20.0, 5.0, -1.0], [-30.0, 0.0, 0.0]])  # one ahead (in the box), one behind
+    fig = sensor_bev_figure(points, box, ["Car"], np.array([0.9]), "000114.pcd: 2 points in view")
+    ax = fig.axes[0]
+    assert ax.get_title(loc="left") == "000114.pcd: 2 points in view"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("y, left (m)", "x, forward (m)")
+    assert ax.get_xlim()[0] > ax.get_xlim()[1]  # left is left: y grows to the left
+    corners = ax.patches[0].get_xy()[:4]  # (page x = y, page y = x) of the footprint
+    np.testing.assert_allclose(sorted(corners[:, 0]), [3.0, 3.0, 7.0, 7.0], atol=1e-9)  # 4 m long along y
+    np.testing.assert_allclose(sorted(corners[:, 1]), [19.0, 19.0, 21.0, 21.0], atol=1e-9)  # 2 m wide along x
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), [[5.0, 20.0], [0.0, -30.0]])  # by height
