@@ -279,6 +279,6 @@ def test_a_subset_outside_the_root_is_never_replaced(
         os.chdir(cwd)
     err = capsys.readouterr().err.splitlines()
     assert code == 1 and tree(theirs) == before
-    assert err[-1].startswith(f"pgnn view: error: {theirs}: expected an output path apart from this command's")
+    assert err[-1].startswith(f"pgnn view: error: {theirs}: expected an output path apart from this")
     assert f"it would overwrite {theirs}" in err[-1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "kitti", "theirs"]  # no temporary left
