@@ -7,6 +7,10 @@ Each sub-command lives in ``pgnn/commands/<name>.py`` with two functions, ``add_
 ``run(args) -> int``. They are imported only when chosen, so ``pgnn --help`` stays fast (torch alone takes
 seconds to import).
 
+Every command runs under :func:`pgnn.core.outputs.command_inputs`: the paths its arguments name (all but its
+outputs, the arguments declared ``action=OutputPath``) and every path it reads are inputs that no output of
+it may be or hold (``docs/outputs.md``).
+
 A user error (bad input data, a bad params value, a missing file, a full disk) ends the command with one line
 on stderr, ``pgnn <command>: error: <file>[:<line>]: <what was expected>``, and exit status 1; ``--debug``
 (before or after the command) or ``PGNN_DEBUG=1`` shows the traceback instead (see ``pgnn.core.errors``).
@@ -21,6 +25,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from pgnn.core.errors import user_errors
+from pgnn.core.outputs import argument_paths, command_inputs
 
 # sub-command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -132,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = argv[0]
     module, parser = command_parser(name)
     args = parser.parse_args(argv[1:])
-    with user_errors(f"pgnn {name}", debug or args.debug) as outcome:
+    inputs = argument_paths(parser, args)
+    with user_errors(f"pgnn {name}", debug or args.debug) as outcome, command_inputs(inputs):
         return int(module.run(args) or 0)
     return outcome.exit_code
 

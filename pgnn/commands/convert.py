@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pgnn.core.outputs import FORCE_HELP, replace_folder
+from pgnn.core.outputs import FORCE_HELP, OutputPath, replace_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="own-format dataset (points/, labels/, splits/, sensor.yaml)")
-    parser.add_argument("dest", help="KITTI root to write (replaced whole)")
+    parser.add_argument("dest", action=OutputPath, help="KITTI root to write (replaced whole)")
     parser.add_argument(
         "--missing-intensity",
         choices=("refuse", "zeros"),

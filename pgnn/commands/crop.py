@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pgnn.core.ids import frame_id_arg
-from pgnn.core.outputs import FORCE_HELP, check_output_file
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_file
 from pgnn.data.frames import check_image_matches_calib, check_points_in_view, fov_mask
 from pgnn.data.kitti import frame_paths, image_size, read_calib, read_velodyne, write_velodyne
 
@@ -22,7 +22,7 @@ from pgnn.data.kitti import frame_paths, image_size, read_calib, read_velodyne, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
     parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
-    parser.add_argument("out", help=".bin file to write (float32 x, y, z, reflectance)")
+    parser.add_argument("out", action=OutputPath, help=".bin file to write (float32 x, y, z, reflectance)")
     parser.add_argument("--subset", default="training", help="folder under ROOT (training or testing)")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = [v for v in dataclasses.astuple(paths) if isinstance(v, Path)]
     check_output_file(args.out, force=args.force, inputs=inputs)  # never onto its own scan
     points = crop_frame(args.root, args.frame_id, subset=args.subset)
+    check_output_file(args.out, force=args.force, inputs=inputs)  # again: after every read
     write_velodyne(args.out, points)
     print(f"{args.out}: {len(points)} points")
     return 0

@@ -17,7 +17,8 @@ Each input gives ``DIR/<stem>.json``::
 with the box centre at its geometric centre in the output frame (the sensor frame unless the sensor file
 sets an extrinsic) and yaw about +z from +x; ``--kitti`` adds ``DIR/<stem>.txt``, KITTI result lines in the
 rectified camera frame of the synthesised calib (2D boxes -1: there is no image); ``--png`` adds
-``DIR/png/<stem>_bev.png``.
+``DIR/png/<stem>_bev.png``, the points in view and the detections seen from above in the JSON's frame,
+titled by the file's name (``pgnn.viz.render.sensor_bev_figure``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgnn.core.errors import DataError
-from pgnn.core.outputs import FORCE_HELP, check_output_folder, replace_folder
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_folder, replace_folder
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from pgnn.config.sensor import SensorConfig
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
@@ -41,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="point clouds: .bin, .npy, .pcd or .ply")
     parser.add_argument("--checkpoint", required=True, help="a pgnn checkpoint (.pt)")
     parser.add_argument("--sensor", default=None, help="sensor YAML (default: KITTI's HDL-64E, 360 degrees)")
-    parser.add_argument("--out", default="detections", help="folder for <stem>.json (and .txt, png/)")
+    parser.add_argument(
+        "--out", default="detections", action=OutputPath, help="folder for <stem>.json (and .txt, png/)"
+    )
     parser.add_argument("--kitti", action="store_true", help="also write KITTI result lines <stem>.txt")
     parser.add_argument("--png", action="store_true", help="also write a bird's-eye picture per input")
     parser.add_argument(
@@ -79,6 +84,28 @@ def detections_json(
     }
 
 
+def write_picture(
+    png: Path, name: str, points_rect: np.ndarray, sensor: SensorConfig, result: dict[str, list]
+) -> None:
+    """The bird's-eye picture of one scan's points in view and its JSON detections, in the output frame.
+
+    Shapes:
+        points_rect: (N, 3) rectified camera frame (the network's)
+    """
+    import numpy as np
+
+    from pgnn.data.sensor import output_to_rect
+    from pgnn.viz.render import write_sensor_bev_png
+
+    rect_to_out = np.linalg.inv(output_to_rect(sensor))  # (4, 4)
+    points = points_rect @ rect_to_out[:3, :3].T + rect_to_out[:3, 3]  # (N, 3) output frame
+    dets = result["detections"]
+    boxes = np.array([d["box"] for d in dets], dtype=np.float64).reshape(-1, 7)  # (M, 7)
+    scores = np.array([d["score"] for d in dets], dtype=np.float64)  # (M,)
+    title = f"{name}: {len(points):,} points in view; {len(dets)} detections"
+    write_sensor_bev_png(png, points, boxes, [d["class"] for d in dets], scores, title)
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -88,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.data.sensor import boxes_rect_to_output, frame_from_sensor_scan
     from pgnn.inference.backends import load_detector
     from pgnn.inference.predict import predict_frame
-    from pgnn.inference.run import write_detections, write_pictures
+    from pgnn.inference.run import write_detections
     from pgnn.inference.settings import resolve_device, set_threads
 
     paths = [Path(f) for f in args.files]
@@ -124,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
             if args.kitti:
                 write_detections(out / f"{path.stem}.txt", detections)
             if args.png:
-                write_pictures(out / "png", frame, detections, None)
+                write_picture(
+                    out / "png" / f"{path.stem}_bev.png", path.name, frame.points_rect, sensor, result
+                )
             total += len(detections)
             if not args.quiet:
                 ms = 1000.0 * sum(times.values())

@@ -8,12 +8,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pgnn.core.outputs import FORCE_HELP, check_output_file, starts_with
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_file, starts_with
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--out", type=Path, default=Path("dvc.yaml"), help="file to write (default: %(default)s)"
+        "--out",
+        type=Path,
+        action=OutputPath,
+        default=Path("dvc.yaml"),
+        help="file to write (default: %(default)s)",
     )
     parser.add_argument("--check", action="store_true", help="exit 1 if the file differs; write nothing")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)

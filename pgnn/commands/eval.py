@@ -24,6 +24,7 @@ from pgnn.core.ids import parse_frame_ids
 from pgnn.core.io import write_json_atomic
 from pgnn.core.outputs import (
     FORCE_HELP,
+    OutputPath,
     check_output_file,
     check_output_folder,
     json_object_with_keys,
@@ -51,8 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--classes", nargs="+", default=list(CLASSES), choices=CLASSES, help="default: all")
     parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=METRICS, help="default: all")
-    parser.add_argument("--json", dest="json_out", help="write the flat AP results here (atomically)")
-    parser.add_argument("--curves", help="folder for the PR-curve CSVs (<class>_<metric>.csv)")
+    parser.add_argument(
+        "--json", dest="json_out", action=OutputPath, help="write the flat AP results here (atomically)"
+    )
+    parser.add_argument(
+        "--curves", action=OutputPath, help="folder for the PR-curve CSVs (<class>_<metric>.csv)"
+    )
     parser.add_argument(
         "--allow-missing",
         action="store_true",
@@ -143,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{gt.num_frames} frames, {len(dt.score)} detections")
     print(format_table(results), end="")
     if args.json_out:
+        check_outputs(args)  # again: after every read
         write_json_atomic(args.json_out, results)
     if args.curves:
         inputs = [args.gt_dir, args.pred_dir]

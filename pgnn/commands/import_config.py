@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pgnn.core.outputs import FORCE_HELP, check_output_file, starts_with
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_file, starts_with
 
 HEADER = "# pgnn import-config "
 
@@ -17,7 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("train_config", help="the original train config (JSON, e.g. ..._train_train_config)")
     parser.add_argument("--preset", default=None, help="preset to build on (default: by label method)")
-    parser.add_argument("--out", default=None, help="write the YAML here instead of printing it")
+    parser.add_argument(
+        "--out", default=None, action=OutputPath, help="write the YAML here instead of printing it"
+    )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
@@ -40,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         print(text, end="")
     else:
+        inputs = [args.config, args.train_config]  # again: after every read
+        check_output_file(args.out, force=args.force, inputs=inputs, ours=starts_with(HEADER))
         write_text_atomic(args.out, text)
     return 0

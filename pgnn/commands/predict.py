@@ -28,7 +28,13 @@ from pathlib import Path
 
 from pgnn.core.errors import DataError
 from pgnn.core.ids import parse_frame_ids
-from pgnn.core.outputs import FORCE_HELP, check_output_file, check_output_folder, json_object_with_keys
+from pgnn.core.outputs import (
+    FORCE_HELP,
+    OutputPath,
+    check_output_file,
+    check_output_folder,
+    json_object_with_keys,
+)
 
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
@@ -40,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a pgnn checkpoint (.pt, e.g. written by import-weights), or pgnn export's .onnx (run by ONNX "
         "Runtime) or .pt2 (a torch.export program): the backend follows the suffix",
     )
-    parser.add_argument("--out", required=True, help="folder for the result files NNNNNN.txt")
+    parser.add_argument(
+        "--out", required=True, action=OutputPath, help="folder for the result files NNNNNN.txt"
+    )
     src = parser.add_argument_group("frames of a KITTI root")
     src.add_argument(
         "--root", help="KITTI root (ROOT/training/{velodyne,calib,image_2,label_2}, ROOT/ImageSets)"
@@ -88,7 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU threads for torch (default: torch's; 1 is fastest on a busy machine)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
-    parser.add_argument("--timings-json", default=None, help="also write the timings summary as JSON here")
+    parser.add_argument(
+        "--timings-json", default=None, action=OutputPath, help="also write the timings summary as JSON here"
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-frame lines and no progress lines")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
@@ -246,5 +256,6 @@ def run(args: argparse.Namespace) -> int:
     n = summary.num_frames
     print(f"{n} frame{'s' if n != 1 else ''}, {sum(summary.num_detections)} detections -> {args.out}")
     if args.timings_json:
+        check_output_file(args.timings_json, force=args.force, inputs=inputs, ours=is_timings)  # again
         write_json_atomic(args.timings_json, {"device": str(device), **summary.as_dict()})
     return 0

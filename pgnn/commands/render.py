@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from pgnn.core.ids import frame_id_arg
-from pgnn.core.outputs import FORCE_HELP, check_output_file
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_file
 from pgnn.data.frames import load_frame
 from pgnn.data.kitti import frame_paths
 from pgnn.viz.render import COLOR_BY, write_bev_png
@@ -16,7 +16,7 @@ from pgnn.viz.render import COLOR_BY, write_bev_png
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", help="KITTI root (holds training/)")
     parser.add_argument("frame_id", type=frame_id_arg, help="frame id: 7 or 000007 (zero-padded to 6 digits)")
-    parser.add_argument("out", help="PNG to write")
+    parser.add_argument("out", action=OutputPath, help="PNG to write")
     parser.add_argument(
         "--painted",
         action="store_true",
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.out, force=args.force, inputs=inputs)
     frame = load_frame(args.root, args.frame_id, painted=args.painted, subset=args.subset)
     color_by = args.color_by or ("painted" if args.painted else "height")
+    check_output_file(args.out, force=args.force, inputs=inputs)  # again: after every read
     write_bev_png(
         frame,
         args.out,

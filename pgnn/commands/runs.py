@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pgnn.core.outputs import FORCE_HELP
+from pgnn.core.outputs import FORCE_HELP, OutputPath
 from pgnn.pipeline.spread import RULE, SD
 
 GROUPS_HELP = (
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot",
         type=Path,
+        action=OutputPath,
         metavar="OUT.png",
         help="also write the rows' curves overlaid (a seed group: its mean, val AP ± sd shaded)",
     )
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from pgnn.pipeline.runs import curves, group_rows
         from pgnn.viz.compare import compare_chart
+
+        check_output_file(args.plot, force=args.force)  # again: after every read
 
         drawn = {r.name: curves(r) for r in (runs if args.no_groups else group_rows(runs))}
         loss = {name: (c[0].steps, c[0].values) for name, c in drawn.items()}

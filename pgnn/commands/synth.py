@@ -12,12 +12,14 @@ import json
 import sys
 import time
 
-from pgnn.core.outputs import FORCE_HELP
+from pgnn.core.outputs import FORCE_HELP, OutputPath
 from pgnn.data.synthetic.dataset import generate_dataset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out_dir", help="folder to write (a KITTI root: training/ and ImageSets/)")
+    parser.add_argument(
+        "out_dir", action=OutputPath, help="folder to write (a KITTI root: training/ and ImageSets/)"
+    )
     parser.add_argument("--frames", type=int, required=True, help="number of frames (000000 .. N-1)")
     parser.add_argument(
         "--seed", type=int, default=0, help="dataset seed (>= 0); frame i depends on (seed, i) only"

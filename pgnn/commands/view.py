@@ -19,7 +19,7 @@ from typing import Any
 
 from pgnn.core.errors import DataError
 from pgnn.core.ids import frame_id_arg
-from pgnn.core.outputs import FORCE_HELP, check_output_folder, replace_folder
+from pgnn.core.outputs import FORCE_HELP, OutputPath, check_output_folder, replace_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("ids", nargs="*", type=frame_id_arg, metavar="ID", help="frame ids: 7 or 000007")
     parser.add_argument("--root", required=True, help="KITTI root (ROOT/training/{velodyne,calib,...})")
-    parser.add_argument("--out", required=True, help="folder for the pages <id>.html")
+    parser.add_argument("--out", required=True, action=OutputPath, help="folder for the pages <id>.html")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument(
         "--split", default=None, help="also the frames of this split (file or ImageSets name)"
@@ -125,9 +125,10 @@ def _write_page(args: argparse.Namespace, fid: str, explain: Any, color_by: str,
         max_edges=args.max_edges,
         seed=args.seed,
     )
-    path = write_frame_html(fig, out / f"{fid}.html", div_id=f"pgnn-view-{fid}")
+    write_frame_html(fig, out / f"{fid}.html", div_id=f"pgnn-view-{fid}")
     n = "" if detections is None else f", {len(detections.names)} detections"
-    print(f"{path}: {len(frame.labels)} labels{n}", file=sys.stderr)
+    final = Path(args.out) / f"{fid}.html"  # where it is once the folder is in place (out is temporary)
+    print(f"{final}: {len(frame.labels)} labels{n}", file=sys.stderr)
 
 
 def _explainer(args: argparse.Namespace):  # noqa: ANN202 (Frame -> Explained)

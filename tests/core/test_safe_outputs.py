@@ -5,6 +5,7 @@ these rules: a full disk and a kill leave the earlier root."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import hashlib
 import os
@@ -22,8 +23,12 @@ from pgnn.core.lock import LockedError
 from pgnn.core.outputs import (
     MARKER,
     OutputError,
+    OutputPath,
+    argument_paths,
     check_output_file,
     check_output_folder,
+    command_inputs,
+    inputs_read,
     made_by,
     replace_folder,
     starts_with,
@@ -106,6 +111,46 @@ def test_never_onto_an_input_even_with_force(tmp_path: Path) -> None:
     (linked / "training" / "label_2").symlink_to(root / "training" / "label_2")
     with pytest.raises(OutputError, match=f"it would overwrite {linked / 'training'};"):
         check_output_folder(linked / "training" / "label_2", "x", force=True, inputs=[linked / "training"])
+
+
+def test_what_a_command_reads_or_names_is_an_input(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    (theirs / "label_2").mkdir(parents=True)
+    label = theirs / "label_2" / "000000.txt"
+    label.write_text("Car 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+    ours = tmp_path / "ours"
+    with replace_folder(ours, "pgnn test") as tmp:
+        (tmp / "a.txt").write_text("first\n")
+    with command_inputs():
+        check_output_folder(theirs, "pgnn test", force=True)  # nothing read yet
+        label.read_text()  # any reader, any option that named it
+        assert inputs_read() == [label]
+        for dest in (theirs, theirs / "label_2", label, tmp_path):
+            with pytest.raises(OutputError, match=f"it would overwrite {label};"):
+                check_output_folder(dest, "pgnn test", force=True)
+        with (
+            pytest.raises(OutputError, match=f"it would overwrite {label};"),
+            replace_folder(tmp_path / "late", "pgnn test", force=True),
+        ):
+            os.link(label, tmp_path / "late.txt")  # read first, then replaced under another name
+            check_output_file(tmp_path / "late.txt", force=True)
+        check_output_folder(ours, "pgnn test")  # its marker, read to recognise it, is no input
+        with replace_folder(ours, "pgnn test") as tmp:
+            (tmp / "a.txt").write_text("second\n")
+        assert (ours / "a.txt").read_text() == "second\n"
+        check_output_folder(theirs / "results", "pgnn test")  # beside what it read: fine
+    check_output_folder(theirs, "pgnn test", force=True)  # the command ended: its reads are forgotten
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("root")
+    parser.add_argument("--subset")
+    parser.add_argument("--out", action=OutputPath)
+    args = parser.parse_args([str(tmp_path), "--subset", str(theirs), "--out", str(ours)])
+    assert argument_paths(parser, args) == [tmp_path, theirs]
+    with command_inputs(argument_paths(parser, args)):
+        with pytest.raises(OutputError, match=f"it would overwrite {theirs};"):
+            check_output_folder(theirs, "pgnn test", force=True)
+        check_output_folder(ours, "pgnn test")  # inside an argument's folder, holding none: fine
 
 
 def test_a_lone_file_is_replaced_only_when_recognised_or_forced(tmp_path: Path) -> None:
