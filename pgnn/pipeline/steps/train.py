@@ -12,6 +12,7 @@ import torch
 from pgnn.config.params import ResolvedParams
 from pgnn.config.presets import Recipe
 from pgnn.config.resolved import Resolved
+from pgnn.core.cpu import pinned_state
 from pgnn.core.io import write_json_atomic
 from pgnn.eval.validation import make_validator
 from pgnn.nn.card import TRAINING_FACTS, ModelCard
@@ -65,6 +66,8 @@ def train_step(resolved: Resolved, layout: Layout) -> Path:
     dvclive's summary (from the curves), ``train_timings`` the seconds per step (not tracked).
     """
     torch.set_num_threads(resolved.train.threads)
+    for problem in pinned_state():  # pgnn imported after torch or numpy, or a CPU without AVX2
+        print(f"train: warning: CPU numerics not pinned ({problem}): other machines may train other weights")
     graphs, prepared, gt_db = (
         layout.path("graphs", "train"),
         layout.path("prepared", "train"),
