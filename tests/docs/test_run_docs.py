@@ -8,9 +8,9 @@ experiments project of ``tests/pipeline/fakeexp.py`` (docs/experiments.md). So e
 what the page's earlier commands made, as for a reader. Pages are read in the order the README links them.
 
 What a user has and the tests do not get from the network is filled from the shared sample, in a
-temporary ``HOME`` (:func:`home`): ``~/kitti`` (the docs' example ``$KITTI``, also set in the environment) is a
-KITTI root whose ``training/`` is the shared sample frames and whose ``ImageSets/`` lists the sample's frames
-of the standard split, and ``~/Point-GNN`` stands in for the clone of WeijingShi/Point-GNN (its
+temporary ``HOME`` (:func:`home`): ``~/kitti`` (the docs' example ``$KITTI``, also set in the environment)
+is a KITTI root whose ``training/`` is the shared sample frames and whose ``ImageSets/`` lists the sample's
+frames of the standard split, and ``~/Point-GNN`` stands in for the clone of WeijingShi/Point-GNN (its
 ``checkpoints/car_auto_T{0,1}_train`` are the shared copies of those released checkpoints). KITTI data is
 CC BY-NC-SA 3.0: non-commercial use only.
 
@@ -118,8 +118,8 @@ PIPELINE_RUN = (
 )
 
 ELSEWHERE: dict[str, str] = {
-    "README.md: make pipeline": f"{PIPELINE_RUN}: its command, python -m pgnn.pipeline.run, on a tiny project",
-    "README.md: dvc exp run -n short -S train.max_steps=400": f"{RESUME_EXP}: dvc exp run -S train.max_steps=N",
+    "README.md: make pipeline": f"{PIPELINE_RUN}: python -m pgnn.pipeline.run, on a tiny project",
+    "README.md: dvc exp run -n short -S train.max_steps=400": f"{RESUME_EXP}: dvc exp run -S train.max_steps",
     "README.md: dvc exp run -n seed1 -S train.seed=1": f"{EXP}: dvc exp run -S KEY=VALUE on 4 frames",
     "README.md: python -m flows": f"{FLOWS_TEST}: python -m flows --flow full on 4 frames",
     "README.md: python -m flows --flow preprocess --runner processes": f"{DASK}: the preprocess flow",
@@ -149,9 +149,8 @@ ELSEWHERE: dict[str, str] = {
     "pipeline.md: prefect work-pool create pgnn-cpu --type process": DEPLOY,
     "pipeline.md: prefect deploy --all": DEPLOY,
     "pipeline.md: prefect worker start --pool pgnn-cpu &": DEPLOY,
-    "pipeline.md: prefect deployment run 'pgnn-preprocess/pgnn-preprocess' --param task_runner=threads --watch": (
-        DEPLOY
-    ),
+    "pipeline.md: prefect deployment run 'pgnn-preprocess/pgnn-preprocess' "
+    "--param task_runner=threads --watch": DEPLOY,
     "pipeline.md: export PYTHONPATH=$PWD": DASK,
     "scale.md: export PYTHONPATH=$PWD OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1": DASK,
     "scale.md: dask scheduler --host 127.0.0.1 --port 0 --dashboard-address 127.0.0.1:0 "
@@ -163,7 +162,8 @@ ELSEWHERE: dict[str, str] = {
     'scale.md: ADDR=$(python -c \'import json; print(json.load(open("/tmp/sched.json"))["address"])\')': DASK,
     "scale.md: .venv/bin/python -m flows --flow preprocess --stages prepare gt_db graphs --runner dask "
     "--dask-address $ADDR": DASK,
-    "scale.md: export GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1": MULTINODE,
+    "scale.md: export GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 "
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1": MULTINODE,
     'scale.md: opts="--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:29400 '
     "--rdzv-id pgnn-test": MULTINODE,
     "scale.md: torchrun $opts --rdzv-conf is_host=1 stages/train.py &": MULTINODE,
@@ -171,7 +171,7 @@ ELSEWHERE: dict[str, str] = {
     "scale.md: kill -9 -<pid of node 1's torchrun> <pid of its worker>": MULTINODE,
     "kitti.md: .venv/bin/python -m pgnn.pipeline.run evaluate": (
         f"{PIPELINE_RUN}: python -m pgnn.pipeline.run on a tiny project (every preset trains on real KITTI "
-        "frames in tests/pipeline/test_train_command.py::test_pgnn_train_runs_every_preset_from_a_params_file)"
+        "frames: tests/pipeline/test_train_command.py::test_pgnn_train_runs_every_preset_from_a_params_file)"
     ),
     "view.md: unshare -n chromium --headless --no-sandbox --disable-gpu --window-size=1400,900 "
     "--virtual-time-budget=8000": "tests/viz/test_html.py::test_page_draws_in_headless_chromium_offline",
@@ -186,20 +186,20 @@ NOT_RUN: dict[str, str] = {
     ),
     "kitti.md: git clone --depth 1 https://github.com/WeijingShi/Point-GNN.git ~/Point-GNN": "as README.md's",
     "kitti.md: curl -fsSL -o $KITTI/ImageSets/#1.txt "
-    "'https://raw.githubusercontent.com/open-mmlab/OpenPCDet/master/data/kitti/ImageSets/{train,val,test}.txt'": (
+    "'https://raw.githubusercontent.com/open-mmlab/OpenPCDet/master/data/kitti/ImageSets/"
+    "{train,val,test}.txt'": (
         "the network: ~/kitti/ImageSets holds the standard split's ids of the sample frames (home)"
     ),
-    "experiment-log.md: dvc metrics diff HEAD steps800 --md": "needs the log's 800-step experiment of the real run",
-    "experiment-log.md: dvc params diff HEAD steps800 --md": "needs the log's 800-step experiment of the real run",
-    "pipeline.md: prefect work-pool create pgnn-gpu --type process": "a GPU machine's pool (the page's split)",
+    "experiment-log.md: dvc metrics diff HEAD steps800 --md": "the log's 800-step experiment of the real run",
+    "experiment-log.md: dvc params diff HEAD steps800 --md": "the log's 800-step experiment of the real run",
+    "pipeline.md: prefect work-pool create pgnn-gpu --type process": "a GPU machine's pool",
     "pipeline.md: prefect worker start --pool pgnn-gpu &": "a worker on a GPU machine",
     "pipeline.md: prefect deployment run 'pgnn-train-evaluate/pgnn-train-evaluate' --watch": "the GPU pool's",
     "pipeline.md: prefect deployment run 'pgnn-pipeline/pgnn-full' --watch": "a full run on the CPU pool",
     "pipeline.md: dask scheduler --host 10.0.0.5 &": "a cluster (scale.md's loopback version is tested)",
     "pipeline.md: dask worker tcp://10.0.0.5:8786 --nworkers 8 --nthreads 1 &": "a cluster's machines",
-    "pipeline.md: .venv/bin/python -m flows --flow preprocess --runner dask --dask-address tcp://10.0.0.5:8786": (
-        "a cluster's scheduler (scale.md's loopback version is tested)"
-    ),
+    "pipeline.md: .venv/bin/python -m flows --flow preprocess --runner dask "
+    "--dask-address tcp://10.0.0.5:8786": ("a cluster's scheduler (scale.md's loopback version is tested)"),
     "scale.md: dvc repro graphs gt_db": "the GPU sequence the page says was not run",
     "scale.md: torchrun --standalone --nproc_per_node 2 stages/train.py": "2 GPUs (the page: not run)",
     "scale.md: dvc commit train": "the GPU sequence the page says was not run",
@@ -304,7 +304,7 @@ def to_run(page: str) -> list[Command]:
 def timings(stderr: str) -> list[str]:
     """``seconds  command`` for each command a page's script started (from its ``>>>`` lines)."""
     marks = [line.split(" ", 2) for line in stderr.splitlines() if line.startswith(">>> ")]
-    return [f"{float(b[1]) - float(a[1]):6.1f} s  {a[2]}" for a, b in zip(marks, marks[1:])]
+    return [f"{float(b[1]) - float(a[1]):6.1f} s  {a[2]}" for a, b in zip(marks, marks[1:], strict=False)]
 
 
 @pytest.mark.slow
@@ -339,7 +339,8 @@ def test_every_page_runs_as_written(home: Path, tmp_path: Path) -> None:
             started = [line for line in proc.stderr.splitlines() if line.startswith(">>> ")]
             pytest.fail(
                 f"{page}: exit {proc.returncode} at {started[-1] if started else '?'}\n"
-                f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-4000:]}"
+                f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-4000:]}\ntimes:\n"
+                + "\n".join(report)
             )
     ran = sum(len(to_run(p.name)) for p in PAGES) - again
     print(f"\n{ran} commands run ({again} again-skipped) in {time.perf_counter() - t_all:.1f} s")
