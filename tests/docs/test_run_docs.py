@@ -315,7 +315,8 @@ def timings(stderr: str) -> list[str]:
 @pytest.mark.slow
 def test_every_page_runs_as_written(home: Path, tmp_path: Path) -> None:
     """Every page, in reading order, one bash process each. A command a reader of the repository pages
-    already ran there, word for word (comments aside), is not run twice (its outputs are in place): ``again`` counts them."""
+    already ran there, word for word (comments aside), is not run twice (its outputs are in place); the
+    count says how many."""
     env = tool_env() | {
         "HOME": str(home),
         "KITTI": str(home / "kitti"),
