@@ -178,6 +178,9 @@ ELSEWHERE: dict[str, str] = {
         f"{PIPELINE_RUN}: python -m pgnn.pipeline.run on a tiny project (every preset trains on real KITTI "
         "frames: tests/pipeline/test_train_command.py::test_pgnn_train_runs_every_preset_from_a_params_file)"
     ),
+    "reproducibility.md: pgnn check cpu": (
+        "tests/pipeline/test_trajectory.py::test_this_machine_trains_the_reference_trajectory: pgnn check cpu"
+    ),
     "view.md: unshare -n chromium --headless --no-sandbox --disable-gpu --window-size=1400,900 "
     "--virtual-time-budget=8000": "tests/viz/test_html.py::test_page_draws_in_headless_chromium_offline",
 }
