@@ -300,15 +300,15 @@ def _postprocess(base: PostprocessConfig, label_method: str, section: Mapping[st
 
 
 # The params.yaml section of each config class (names the key of a ParamsError).
-_SECTION_OF = {
-    "GraphConfig": "graph",
-    "TargetsConfig": "targets",
-    "ModelConfig": "model",
-    "TrainConfig": "train",
-    "LossConfig": "loss",
-    "PostprocessConfig": "postprocess",
-    "AugmentConfig": "augment",
-    "GtSampleConfig": "gt_sampling",
+_SECTION_OF: dict[type[BaseModel], str] = {
+    GraphConfig: "graph",
+    TargetsConfig: "targets",
+    ModelConfig: "model",
+    TrainConfig: "train",
+    LossConfig: "loss",
+    PostprocessConfig: "postprocess",
+    AugmentConfig: "augment",
+    GtSampleConfig: "gt_sampling",
 }
 
 
@@ -321,7 +321,8 @@ def resolve(params: Params) -> Recipe:
     try:
         return _resolve(params)
     except ValidationError as e:
-        raise params_error("params.yaml", e, _SECTION_OF.get(e.title, "")) from e
+        model = next((m for m in _SECTION_OF if m.__name__ == e.title), None)
+        raise params_error("params.yaml", e, _SECTION_OF.get(model, ""), model=model) from e
 
 
 _SEED = TypeAdapter(Seed)

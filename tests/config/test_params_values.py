@@ -224,7 +224,8 @@ def test_true_is_not_one_step_and_a_string_is_not_a_rate(tmp_path: Path) -> None
 def test_a_bad_graph_seed_names_the_key(tmp_path: Path, seed: Any) -> None:
     with pytest.raises(ParamsError) as info:
         _load(tmp_path, {"graph": {"seed": seed}})
-    assert str(info.value).startswith("params.yaml: graph.seed: ") and f"got {seed!r}" in str(info.value)
+    assert str(info.value).startswith(f"{tmp_path / 'params.yaml'}: graph.seed: ")
+    assert f"got {seed!r}" in str(info.value)
     assert _load(tmp_path, {"graph": {"seed": 7}}).graph_seed == 7
 
 
@@ -261,21 +262,21 @@ def test_a_params_file_that_is_not_a_mapping(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------------------------------------
 # the params stage: one line, exit 1, no traceback, nothing written. The file is named as the path the stage
-# read (``<root>/params.yaml``) for what the file's own reading finds, and as ``params.yaml`` for what the
-# preset's sections find (as before).
+# read (``<root>/params.yaml``), for what the preset's sections find too (they said ``params.yaml`` whatever
+# the file was: ``pgnn train --params other.yaml`` named the wrong file).
 
 STAGE_CASES = {
     "true_steps": (
         "train:\n  max_steps: true\n",
-        "params.yaml: train.max_steps: Input should be a valid integer",
+        "{root}/params.yaml: train.max_steps: Input should be a valid integer",
     ),
     "huge_batch": (
         f"train:\n  batch_size: {HUGE}\n",
-        "params.yaml: train.batch_size: Input should be less than or equal to 4096",
+        "{root}/params.yaml: train.batch_size: Input should be less than or equal to 4096",
     ),
     "word_seed": (
         "graph:\n  seed: abc\n",
-        "params.yaml: graph.seed: Input should be a valid integer, got 'abc'",
+        "{root}/params.yaml: graph.seed: Input should be a valid integer, got 'abc'",
     ),
     "split_out": (
         "data:\n  val_split: ../x\n",
