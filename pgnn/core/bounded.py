@@ -68,8 +68,8 @@ def check_declared_size(path: str | Path, declared: int, available: int, what: s
     if declared > available:
         raise DataError(
             path,
-            f"expected the {what} its header declares ({declared} bytes or more), the file holds "
-            f"{available}: it is cut off or not what it claims",
+            f"expected {what}: its header declares {declared} bytes of data or more, the file holds "
+            f"{available} (it is cut off, or not what it claims)",
         )
 
 
@@ -98,9 +98,9 @@ def read_json(path: str | Path, what: str, limit: int = MAX_JSON_BYTES, max_dept
     except RecursionError:  # the parser recurses; past Python's limit it stops cleanly
         value = None
     except UnicodeDecodeError as e:
-        raise DataError(path, f"expected {what} (UTF-8 JSON), got byte {data[e.start]:#x}") from None
+        raise DataError(path, f"expected {what} in UTF-8, got byte {data[e.start]:#x}") from None
     except json.JSONDecodeError as e:
-        raise DataError(path, f"expected {what} (JSON), got {e.msg} at column {e.colno}", e.lineno) from None
+        raise DataError(path, f"expected {what}, got {e.msg} (column {e.colno})", e.lineno) from None
     levels = depth(value) if value is not None else max_depth + 1
     if levels > max_depth:
         raise DataError(path, f"expected {what} nested at most {max_depth} deep, got deeper")
