@@ -44,7 +44,7 @@ def read_bytes(path: str | Path, what: str, limit: int = MAX_TEXT_BYTES) -> byte
     path = Path(path)
     size = _size(path)
     if size > limit:
-        raise DataError(path, f"expected {what} of at most {limit >> 20} MiB, got {size / 2**20:.0f} MiB")
+        raise DataError(path, f"expected {what} of at most {limit >> 20} MiB, got {size} bytes")
     try:
         return path.read_bytes()
     except OSError as e:
