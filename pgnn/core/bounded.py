@@ -3,11 +3,12 @@
 Every reader of a user's file (params and sensor YAML, own-format labels JSON, KITTI text files, ``.npy``,
 ``.pcd``, ``.ply`` point clouds) goes through these helpers and limits::
 
-    MAX_TEXT_BYTES   16 MiB    a text file read whole (a KITTI label, calib or split file)
-    MAX_JSON_BYTES    4 MiB    a JSON file (an own-format labels file: ~150 bytes an object)
-    MAX_YAML_BYTES    1 MiB    a YAML file (params and sensor files are a few KiB; PyYAML parses ~1 MiB/s)
+    MAX_TEXT_BYTES    4 MiB    a text file read whole (a KITTI label, calib or split file: 40000 label lines)
+    MAX_JSON_BYTES    1 MiB    a JSON file (an own-format labels file: 7000 objects at ~150 bytes each)
+    MAX_YAML_BYTES  256 KiB    a YAML file (params and sensor files are a few KiB; PyYAML is pure Python)
     MAX_DEPTH            64    nesting of a YAML or JSON document (params nest 4 deep)
-    MAX_YAML_NODES   100000    values of a YAML document with every alias expanded (pgnn.core.yamlfile)
+    MAX_YAML_NODES    20000    values of a YAML document, and with every alias expanded (pgnn.core.yamlfile;
+                               a resolved params file has ~500)
 
 A file whose header declares more data than the file holds (a ``.npy`` of 10^10 rows in 192 bytes, an
 ASCII ``.pcd`` of 4e9 points holding 4) is refused by :func:`check_declared_size` before anything is
@@ -25,11 +26,11 @@ from numpy.lib import format as npy_format
 
 from pgnn.core.errors import DataError
 
-MAX_TEXT_BYTES = 16 << 20
-MAX_JSON_BYTES = 4 << 20
-MAX_YAML_BYTES = 1 << 20
+MAX_TEXT_BYTES = 4 << 20
+MAX_JSON_BYTES = 1 << 20
+MAX_YAML_BYTES = 256 << 10
 MAX_DEPTH = 64
-MAX_YAML_NODES = 100_000
+MAX_YAML_NODES = 20_000
 
 
 def _size(path: Path) -> int:
@@ -44,7 +45,7 @@ def read_bytes(path: str | Path, what: str, limit: int = MAX_TEXT_BYTES) -> byte
     path = Path(path)
     size = _size(path)
     if size > limit:
-        raise DataError(path, f"expected {what} of at most {limit >> 20} MiB, got {size} bytes")
+        raise DataError(path, f"expected {what} of at most {limit >> 10} KiB, got {size} bytes")
     try:
         return path.read_bytes()
     except OSError as e:

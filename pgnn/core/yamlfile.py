@@ -7,10 +7,11 @@ the first one without a word. :class:`UniqueKeyLoader` makes it an error naming 
 problem into a :class:`pgnn.core.errors.DataError` naming the file and the line.
 
 Bounded (:mod:`pgnn.core.bounded`): a file is at most ``MAX_YAML_BYTES``, nests at most ``MAX_DEPTH`` deep
-(PyYAML's composer recurses: deeper was a RecursionError), and holds at most ``MAX_YAML_NODES`` values with
-every alias expanded, counted on the composed node graph before anything is built: a "billion laughs" of
-nested aliases, a few hundred bytes that expand to 10^9 strings when a caller walks them (hashing the values,
-quoting one in an error), is refused in milliseconds, and so is an alias that contains itself.
+(PyYAML's composer recurses: deeper was a RecursionError), and holds at most ``MAX_YAML_NODES`` values, as
+written (counted while composing) and with every alias expanded (counted on the composed node graph before
+anything is built): a "billion laughs" of nested aliases, a few hundred bytes that expand to 10^9 strings
+when a caller walks them (hashing the values, quoting one in an error), is refused in milliseconds, and so
+is an alias that contains itself.
 """
 
 from __future__ import annotations
@@ -79,16 +80,19 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
-        self._depth = 0
+        self._depth = self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         self._depth += 1
+        self._nodes += 1
         try:
+            problem = None
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise LimitError(
-                    None, None, f"expected at most {MAX_DEPTH} levels of nesting, got more", mark
-                )
+                problem = f"expected at most {MAX_DEPTH} levels of nesting, got more"
+            elif self._nodes > MAX_YAML_NODES:
+                problem = f"expected at most {MAX_YAML_NODES} values, got more"
+            if problem is not None:
+                raise LimitError(None, None, problem, self.peek_event().start_mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1

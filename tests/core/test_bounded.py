@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pgnn.config.params import load_params
-from pgnn.core.bounded import MAX_DEPTH, MAX_YAML_NODES, read_json, read_npy
+from pgnn.core.bounded import MAX_DEPTH, MAX_YAML_BYTES, MAX_YAML_NODES, read_json, read_npy
 from pgnn.core.errors import DataError, ParamsError, excerpt, one_line
 from pgnn.core.yamlfile import parse_yaml, read_yaml
 
@@ -48,16 +48,18 @@ def test_a_yaml_alias_bomb_is_one_line_in_bounded_time_and_memory(tmp_path: Path
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.splitlines() == [
-        f"pgnn train: error: {path}:6: expected at most {MAX_YAML_NODES} values with aliases expanded, "
-        "got 597871 values"
+        f"pgnn train: error: {path}:5: expected at most {MAX_YAML_NODES} values with aliases expanded, "
+        "got 66430 values"
     ]
 
 
 def test_an_alias_that_contains_itself_and_a_small_bomb() -> None:
     with pytest.raises(DataError, match=r"p.yaml:1: expected plain data, got an alias that contains itself"):
         parse_yaml("a: &a [1, *a]\n", "p.yaml")
-    with pytest.raises(DataError, match=r"p.yaml:6: expected at most 100000 values with aliases expanded"):
-        parse_yaml(billion_laughs(7), "p.yaml")  # 9**6 = 531441 strings
+    with pytest.raises(DataError, match=rf"p.yaml:5: expected at most {MAX_YAML_NODES} values with aliases"):
+        parse_yaml(billion_laughs(5), "p.yaml")  # 9**5 = 59049 strings in 150 bytes
+    with pytest.raises(DataError, match=rf"p.yaml:1: expected at most {MAX_YAML_NODES} values, got more"):
+        parse_yaml("a: [" + "1, " * MAX_YAML_NODES + "]\n", "p.yaml")  # as written, no alias
     shared = "base: &b {a: 1, b: 2}\n" + "".join(f"x{i}: *b\n" for i in range(50))
     assert len(parse_yaml(shared, "p.yaml")) == 51  # aliases within the bound are fine
 
@@ -77,8 +79,10 @@ def test_deep_yaml_is_one_line_not_a_recursion_error(tmp_path: Path, deep: int) 
 
 def test_a_yaml_file_past_its_size_limit(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
-    path.write_bytes(b"# " + b"x" * (1 << 20) + b"\n")
-    with pytest.raises(DataError, match=r"p.yaml: expected a YAML file of at most 1 MiB, got 1048579 bytes"):
+    path.write_bytes(b"# " + b"x" * MAX_YAML_BYTES + b"\n")
+    with pytest.raises(
+        DataError, match=rf"p.yaml: expected a YAML file of at most 256 KiB, got {MAX_YAML_BYTES + 3} "
+    ):
         read_yaml(path)
 
 
