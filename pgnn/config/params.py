@@ -97,21 +97,14 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate a params file, its sections' values included (the preset is resolved once): every
-    error names ``path`` and the key; a key or section written twice names its line."""
+    """Read and validate ``params.yaml``: a key or section written twice is an error naming its line, an
+    unknown key names the closest known one."""
     path = Path(path)
     raw = _read_mapping(path)
     try:
-        params = Params.model_validate(raw)
+        return Params.model_validate(raw)
     except ValidationError as e:
         raise params_error(path, e, model=Params) from e
-    from pgnn.config.presets import resolve  # presets builds on this module
-
-    try:
-        resolve(params)
-    except ParamsError as e:  # resolve knows no file: its errors say params.yaml
-        raise ParamsError(path, e.message, e.line, key=e.key) from e
-    return params
 
 
 def params_digest(path: str | Path = "params.yaml") -> str:

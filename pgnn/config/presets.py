@@ -20,6 +20,7 @@ synthetic data the original's augmentation cut the val Car AP (R40, moderate) fr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -312,17 +313,20 @@ _SECTION_OF: dict[type[BaseModel], str] = {
 }
 
 
-def resolve(params: Params) -> Recipe:
+def resolve(params: Params, source: str | Path = "params.yaml") -> Recipe:
     """The preset named by ``params.preset`` with the params sections' overrides applied.
 
     Raises:
-        ParamsError: an unknown preset, or a section value its config rejects (naming ``<section>.<key>``).
+        ParamsError: an unknown preset, or a section value its config rejects (naming the file ``source``
+            and ``<section>.<key>``, with the closest known key for an unknown one).
     """
     try:
         return _resolve(params)
     except ValidationError as e:
         model = next((m for m in _SECTION_OF if m.__name__ == e.title), None)
-        raise params_error("params.yaml", e, _SECTION_OF.get(model, ""), model=model) from e
+        raise params_error(source, e, _SECTION_OF.get(model, ""), model=model) from e
+    except ParamsError as e:  # raised below, before the file was known
+        raise ParamsError(source, e.message, e.line, key=e.key) from e
 
 
 _SEED = TypeAdapter(Seed)
