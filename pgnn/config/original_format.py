@@ -14,13 +14,13 @@ towers, and its losses are normalised over the global batch as ``unify_copies`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pgnn.core.bounded import read_json
 from pgnn.core.errors import DataError
 
 
@@ -200,12 +200,9 @@ class OriginalTrainConfig(_Strict):
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise DataError(path, "expected an original Point-GNN config (JSON), got no such file") from e
-    except json.JSONDecodeError as e:
-        raise DataError(path, f"expected JSON, got {e.msg}", line=e.lineno) from e
+    if not path.is_file():
+        raise DataError(path, "expected an original Point-GNN config (JSON), got no such file")
+    data = read_json(path, "JSON")  # bounded: size and nesting
     if not isinstance(data, dict):
         raise DataError(path, f"expected a JSON object, got {type(data).__name__}")
     return data

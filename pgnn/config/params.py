@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pgnn.config.types import MAX_FRAMES, MAX_SHARD_FRAMES, Flag, Int, Real, Seed, SplitName, Workers
+from pgnn.core.bounded import MAX_YAML_BYTES, read_text
 from pgnn.core.errors import DataError, ParamsError, params_error
 from pgnn.core.yamlfile import parse_yaml, read_yaml
 
@@ -96,13 +97,14 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate ``params.yaml``: a key or section written twice is an error naming its line."""
+    """Read and validate ``params.yaml``: a key or section written twice is an error naming its line, an
+    unknown key names the closest known one."""
     path = Path(path)
     raw = _read_mapping(path)
     try:
         return Params.model_validate(raw)
     except ValidationError as e:
-        raise params_error(path, e) from e
+        raise params_error(path, e, model=Params) from e
 
 
 def params_digest(path: str | Path = "params.yaml") -> str:
@@ -144,10 +146,9 @@ class ResolvedParams:
         """Read ``path``; with ``params_path``, fail unless it was resolved from that file's values."""
         path = Path(path)
         hint = "run `dvc repro params` (or `python stages/params.py`) first"
-        try:
-            text = path.read_text()
-        except FileNotFoundError as e:
-            raise DataError(path, f"missing: {hint}") from e
+        if not path.is_file():
+            raise DataError(path, f"missing: {hint}")
+        text = read_text(path, "a YAML file", MAX_YAML_BYTES)
         if params_path is not None:
             digest = params_digest(params_path)
             if f"{RESOLVED_SOURCE}{digest}" not in text:
@@ -158,7 +159,7 @@ class ResolvedParams:
         try:
             obj = model.model_validate(raw)
         except ValidationError as e:
-            raise params_error(self.path, e, key) from e
+            raise params_error(self.path, e, key, model=model) from e
         if self.on_load is not None:
             self.on_load(key, obj)
         return obj

@@ -20,6 +20,7 @@ synthetic data the original's augmentation cut the val Car AP (R40, moderate) fr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -300,28 +301,32 @@ def _postprocess(base: PostprocessConfig, label_method: str, section: Mapping[st
 
 
 # The params.yaml section of each config class (names the key of a ParamsError).
-_SECTION_OF = {
-    "GraphConfig": "graph",
-    "TargetsConfig": "targets",
-    "ModelConfig": "model",
-    "TrainConfig": "train",
-    "LossConfig": "loss",
-    "PostprocessConfig": "postprocess",
-    "AugmentConfig": "augment",
-    "GtSampleConfig": "gt_sampling",
+_SECTION_OF: dict[type[BaseModel], str] = {
+    GraphConfig: "graph",
+    TargetsConfig: "targets",
+    ModelConfig: "model",
+    TrainConfig: "train",
+    LossConfig: "loss",
+    PostprocessConfig: "postprocess",
+    AugmentConfig: "augment",
+    GtSampleConfig: "gt_sampling",
 }
 
 
-def resolve(params: Params) -> Recipe:
+def resolve(params: Params, source: str | Path = "params.yaml") -> Recipe:
     """The preset named by ``params.preset`` with the params sections' overrides applied.
 
     Raises:
-        ParamsError: an unknown preset, or a section value its config rejects (naming ``<section>.<key>``).
+        ParamsError: an unknown preset, or a section value its config rejects (naming the file ``source``
+            and ``<section>.<key>``, with the closest known key for an unknown one).
     """
     try:
         return _resolve(params)
     except ValidationError as e:
-        raise params_error("params.yaml", e, _SECTION_OF.get(e.title, "")) from e
+        model = next((m for m in _SECTION_OF if m.__name__ == e.title), None)
+        raise params_error(source, e, _SECTION_OF.get(model, ""), model=model) from e
+    except ParamsError as e:  # raised below, before the file was known
+        raise ParamsError(source, e.message, e.line, key=e.key) from e
 
 
 _SEED = TypeAdapter(Seed)

@@ -75,10 +75,10 @@ ORDER = (
 """Key order of the written file (the order of the pipeline)."""
 
 
-def resolve_params(params: Params) -> Resolved:
-    """``params`` with the preset resolved (:func:`pgnn.config.presets.resolve`; its ParamsError names the
-    key) and the derived sections filled in."""
-    recipe = resolve(params)
+def resolve_params(params: Params, source: str | Path = "params.yaml") -> Resolved:
+    """``params`` (read from ``source``) with the preset resolved (:func:`pgnn.config.presets.resolve`; its
+    ParamsError names ``source`` and the key) and the derived sections filled in."""
+    recipe = resolve(params, source)
     classes = params.eval.classes or object_classes(recipe.targets.label_method)
     validation = None
     if recipe.train.eval_every is not None:

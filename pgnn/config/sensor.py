@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgnn.core.errors import DataError, params_error
+from pgnn.core.yamlfile import read_yaml
 
 # KITTI's HDL-64E sits 1.73 m above the ground (Geiger et al., "Vision meets Robotics", IJRR 2013, Fig. 3).
 KITTI_MOUNTING_HEIGHT = 1.73
@@ -68,19 +68,15 @@ class SensorConfig(BaseModel):
 
 
 def load_sensor(path: str | Path | None) -> SensorConfig:
-    """Read and validate a sensor YAML file (``yaml.safe_load``); ``None`` gives the defaults."""
+    """Read and validate a sensor YAML file (:func:`pgnn.core.yamlfile.read_yaml`: safe and bounded); ``None``
+    gives the defaults."""
     if path is None:
         return SensorConfig()
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except OSError as e:
-        raise DataError(path, f"expected a sensor YAML file: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise DataError(path, f"expected valid YAML: {e}") from None
+    raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise DataError(path, f"expected a mapping of sensor settings, got {type(raw).__name__}")
     try:
         return SensorConfig.model_validate(raw)
     except ValidationError as e:
-        raise params_error(path, e) from None
+        raise params_error(path, e, model=SensorConfig) from None

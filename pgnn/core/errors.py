@@ -15,19 +15,83 @@ user error (a pgnn error, or an ``OSError`` that names its file, e.g. a missing 
 stderr, ``<prog>: error: <file>[:<line>]: <what was expected>``, and exit status 1. ``--debug`` or the
 environment variable ``PGNN_DEBUG=1`` shows the full traceback instead. Other exceptions (bugs) always keep
 their traceback.
+
+Input comes from strangers, so what an error says about it is tamed: the text of every pgnn error, and every
+line reported, has its control characters escaped (:func:`escape`: a terminal escape sequence in a PLY
+property name prints as ``\\x1b[31m``, not as red) and is at most :data:`MAX_MESSAGE` characters; a value
+quoted from the input goes through :func:`excerpt` (a short ``repr``, however large or deep the value).
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
+import reprlib
 import sys
-from collections.abc import Iterator
+import typing
+import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+MAX_MESSAGE = 1000
+"""The most characters of an error's message (the rest is cut: a message is one line a person reads)."""
+
+MAX_EXCERPT = 80
+"""The most characters of a value quoted from the input (:func:`excerpt`)."""
+
+# Control characters (C0, DEL, C1), format characters (bidi overrides), line and paragraph separators and
+# lone surrogates (undecodable bytes read with surrogateescape): none is printed raw.
+_UNSAFE = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
+
+
+def escape(text: str) -> str:
+    """``text`` with each control or format character written as its Python escape (``\\x1b``,
+    ``\\u202e``); printable text, backslashes included, is unchanged."""
+    if text.isprintable():
+        return text
+    return "".join(
+        ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+        if unicodedata.category(ch) in _UNSAFE
+        else ch
+        for ch in text
+    )
+
+
+def _cut(text: str, limit: int, say_how_much: bool = True) -> str:
+    if len(text) <= limit:
+        return text
+    more = f"... ({len(text) - limit} more characters)" if say_how_much else "..."
+    return text[: max(limit - len(more), 0)] + more
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxtuple = _REPR.maxlist = _REPR.maxarray = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_EXCERPT
+
+
+def excerpt(value: Any, limit: int = MAX_EXCERPT) -> str:
+    """A short, escaped ``repr`` of a value read from the input: at most ``limit`` characters, whatever its
+    size or nesting (a YAML alias bomb's billion items, a megabyte string), control characters escaped."""
+    return _cut(escape(_REPR.repr(value)), limit, say_how_much=False)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the choice closest to ``word`` (``difflib``), or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def one_line_text(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` as one safe line: its lines joined with ``; ``, control characters escaped, at most ``limit``
+    characters."""
+    joined = "; ".join(part.strip() for part in text.splitlines() if part.strip())
+    return _cut(escape(joined), limit)
 
 
 def _rebuild(cls: type[PgnnError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> PgnnError:
@@ -40,13 +104,14 @@ class PgnnError(Exception):
 
     def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
         self.path = str(path)
-        self.message = message
+        self.message = one_line_text(message)
         self.line = line
-        super().__init__(f"{self.where()}: {message}")
+        super().__init__(f"{self.where()}: {self.message}")
 
     def where(self) -> str:
-        """``path`` or ``path:line``: the place the message is about."""
-        return f"{self.path}:{self.line}" if self.line is not None else self.path
+        """``path`` or ``path:line`` (control characters escaped): the place the message is about."""
+        path = escape(self.path)
+        return f"{path}:{self.line}" if self.line is not None else path
 
     def _ctor_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of the constructor beyond ``(path, message, line)`` (subclasses add theirs)."""
@@ -75,7 +140,7 @@ class ParamsError(DataError):
 
     def where(self) -> str:
         base = super().where()
-        return f"{base}: {self.key}" if self.key else base
+        return f"{base}: {_cut(escape(self.key), MAX_EXCERPT, say_how_much=False)}" if self.key else base
 
     def _ctor_kwargs(self) -> dict[str, Any]:
         return {"key": self.key}
@@ -97,34 +162,61 @@ class WriteError(PgnnError, OSError):
 _KEY_PART = re.compile(r"[A-Za-z0-9_]+")
 
 
-def _location(loc: Any) -> str:
+def _location(problem: dict[str, Any]) -> str:
     """A pydantic error location as a params key: ``("levels", 0, "radius")`` -> ``levels.0.radius``, without
-    the tags pydantic adds for the alternatives of a union (``constrained-int``, ``literal['auto']``)."""
-    return ".".join(str(p) for p in loc if isinstance(p, int) or _KEY_PART.fullmatch(str(p)))
+    the tags pydantic adds for the alternatives of a union (``constrained-int``, ``literal['auto']``). The
+    unknown key of an ``extra_forbidden`` problem is the user's and kept whatever it holds (``x-defs``)."""
+    loc = tuple(problem.get("loc", ()))
+    head, tail = (loc[:-1], loc[-1:]) if problem.get("type") == "extra_forbidden" else (loc, ())
+    parts = [str(p) for p in head if isinstance(p, int) or _KEY_PART.fullmatch(str(p))]
+    return ".".join(parts + [str(p) for p in tail])
 
 
-def params_error(path: str | Path, error: Any, prefix: str = "") -> ParamsError:
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (``X``, ``X | None``, ``tuple[X, ...]``), or None."""
+    if hasattr(annotation, "model_fields"):
+        return annotation
+    return next((m for m in map(_model_in, typing.get_args(annotation)) if m is not None), None)
+
+
+def _keys_at(model: Any, loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the pydantic model found at ``loc`` (list indexes skipped) inside ``model``."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return []
+        model = _model_in(fields[part].annotation)
+    return list(getattr(model, "model_fields", {}))
+
+
+def params_error(path: str | Path, error: Any, prefix: str = "", model: Any = None) -> ParamsError:
     """A :class:`ParamsError` for the first problem of a pydantic ``ValidationError`` (one line).
 
     ``prefix`` is the params section the validated dict came from (``train``); the key is
     ``<prefix>.<field location>``. The problems of a union's alternatives (``num_workers``: an int or
-    ``"auto"``) are one problem: ``expected A or B``.
+    ``"auto"``) are one problem: ``expected A or B``. The value is quoted as a short :func:`excerpt`. With
+    the validated ``model`` (a pydantic class), an unknown key gets the closest known one: ``(did you mean
+    'initial_lr'?)``.
     """
     problems = error.errors()
     first = problems[0] if problems else {"loc": (), "msg": str(error), "input": None}
-    loc = _location(first.get("loc", ()))
+    loc = _location(first)
     key = ".".join(p for p in (prefix, loc) if p)
-    same = [p for p in problems if _location(p.get("loc", ())) == loc] or [first]
+    same = [p for p in problems if _location(p) == loc] or [first]
     kind = first.get("type", "")
     if kind == "extra_forbidden":
-        message = "unknown key (not a setting of this section)"
+        where = tuple(first.get("loc", ())) or ("",)
+        known = _keys_at(model, where[:-1]) if model is not None else []
+        message = "unknown key (not a setting of this section)" + did_you_mean(str(where[-1]), known)
     elif kind == "missing":
         message = "expected a value, got none"
     else:
         alternatives = dict.fromkeys(
             p.get("msg", "invalid value").removeprefix("Value error, ") for p in same
         )
-        message = f"{' or '.join(alternatives)}, got {first.get('input')!r}"
+        message = f"{' or '.join(alternatives)}, got {excerpt(first.get('input'))}"
     others = len(problems) - len(same)
     if others > 0:
         message += f" (and {others} more problem{'s' if others > 1 else ''})"
@@ -149,7 +241,7 @@ def one_line(error: BaseException) -> str:
         text = f"{error.filename}: {error.strerror or error}"
     else:
         text = str(error)
-    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or type(error).__name__
+    return one_line_text(text) or type(error).__name__
 
 
 def debug_enabled(flag: bool | None = None) -> bool:

@@ -24,7 +24,10 @@ Label files are read and written by ``pgnn.data.labels``; frames (transforms, fi
 Every reader raises ``pgnn.core.errors.DataError`` naming the file (and line) and what it expected. Rules
 beyond the format: a scan has at least one point, each with finite coordinates within
 ``MAX_POINT_DISTANCE`` m of the sensor; a split file names at least one frame (the label and view rules:
-``pgnn.data.labels``, ``pgnn.data.frames``).
+``pgnn.data.labels``, ``pgnn.data.frames``). Text files are ASCII and at most
+``pgnn.core.bounded.MAX_TEXT_BYTES``; a calib or label file ends its last line with a newline, as KITTI's
+do (one without was cut off, perhaps inside its last number); a ``.npy`` header is checked against the
+file's size before the array is read (``pgnn.core.bounded.read_npy``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from pgnn.config.types import SPLIT_NAME, SPLIT_NAME_RULE
-from pgnn.core.errors import DataError
+from pgnn.core.bounded import read_npy, read_text
+from pgnn.core.errors import DataError, excerpt
 from pgnn.core.io import atomic_path, write_text_atomic
 
 # PointPainting score columns of painted_lidar rows (after x, y, z, reflectance).
@@ -109,7 +113,8 @@ def read_calib(path: str | Path) -> Calib:
     path = Path(path)
     values: dict[str, np.ndarray] = {}
     lines: dict[str, int] = {}
-    for number, raw in enumerate(_read_text(path).splitlines(), start=1):
+    text = _read_text(path)
+    for number, raw in enumerate(text.splitlines(), start=1):
         fields = raw.split()
         if not fields:
             continue
@@ -145,6 +150,7 @@ def read_calib(path: str | Path) -> Calib:
     if not (calib.P2[0, 0] > 0 and calib.P2[1, 1] > 0):
         focal = f"{calib.P2[0, 0]}, {calib.P2[1, 1]}"
         raise DataError(path, f"expected positive focal lengths in P2, got {focal}", lines["P2"])
+    check_complete(text, path)
     return calib
 
 
@@ -217,10 +223,7 @@ def read_painted(path: str | Path) -> np.ndarray:
     """
     path = Path(path)
     _require_file(path)
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise DataError(path, f"expected a .npy array (N, 8), could not read it: {e}") from None
+    array = read_npy(path, "a .npy array (N, 8)")
     if not isinstance(array, np.ndarray) or array.ndim != 2 or array.shape[1] != 8:
         shape = getattr(array, "shape", type(array).__name__)
         raise DataError(path, f"expected a painted array of shape (N, 8), got {shape}")
@@ -285,7 +288,7 @@ def read_split(path: str | Path) -> list[str]:
         if not frame_id:
             continue
         if not _FRAME_ID.match(frame_id):
-            raise DataError(path, f"expected a 6-digit frame id, got {frame_id!r}", number)
+            raise DataError(path, f"expected a 6-digit frame id, got {excerpt(frame_id)}", number)
         if frame_id in seen:
             first = seen[frame_id]
             raise DataError(path, f"expected each frame id once, {frame_id} is also on line {first}", number)
@@ -374,11 +377,15 @@ def _require_file(path: Path) -> None:
 
 def _read_text(path: Path) -> str:
     _require_file(path)
-    try:
-        return path.read_text(encoding="ascii")
-    except UnicodeDecodeError as e:
-        message = f"expected an ASCII text file, got byte {e.object[e.start]:#x} at offset {e.start}"
-        raise DataError(path, message) from None
+    return read_text(path, "a KITTI text file", encoding="ascii")
+
+
+def check_complete(text: str, path: str | Path) -> None:
+    """Refuse a text file whose last line has no newline (KITTI's calib and label files end with one): it
+    was cut off, perhaps inside its last number, which would then read as another number."""
+    if text.strip() and not text.endswith(("\n", "\r")):
+        message = "expected a newline at the end of the last line: the file is cut off (add one if whole)"
+        raise DataError(path, message, len(text.splitlines()))
 
 
 def _parse_floats(fields: Sequence[str], path: Path, line: int, what: str) -> np.ndarray:
@@ -386,10 +393,10 @@ def _parse_floats(fields: Sequence[str], path: Path, line: int, what: str) -> np
         values = np.array([float(f) for f in fields], dtype=np.float64)
     except ValueError:
         bad = next(f for f in fields if not _is_float(f))
-        raise DataError(path, f"expected numbers {what}, got {bad!r}", line) from None
+        raise DataError(path, f"expected numbers {what}, got {excerpt(bad)}", line) from None
     if not np.isfinite(values).all():
         bad = next(f for f in fields if not math.isfinite(float(f)))
-        raise DataError(path, f"expected finite numbers {what}, got {bad!r}", line)
+        raise DataError(path, f"expected finite numbers {what}, got {excerpt(bad)}", line)
     return values
 
 

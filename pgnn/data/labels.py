@@ -36,7 +36,7 @@ import numpy as np
 
 from pgnn.core.errors import DataError
 from pgnn.core.io import write_text_atomic
-from pgnn.data.kitti import _parse_floats, _read_text
+from pgnn.data.kitti import _parse_floats, _read_text, check_complete
 
 KITTI_CLASSES: tuple[str, ...] = (
     "Car",
@@ -140,7 +140,10 @@ def parse_labels(text: str, path: str | Path, allow_score: bool = False) -> list
 
 def read_labels(path: str | Path, allow_score: bool = False) -> list[Label]:
     """Read a ``label_2`` file (15 fields a line) or, with ``allow_score``, a result file (16th: score)."""
-    return parse_labels(_read_text(Path(path)), path, allow_score)
+    text = _read_text(Path(path))
+    labels = parse_labels(text, path, allow_score)
+    check_complete(text, path)
+    return labels
 
 
 def format_label(label: Label) -> str:

@@ -36,7 +36,6 @@ format: the round trip through both gives the same prepared points and boxes (wi
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,8 +44,9 @@ import numpy as np
 import yaml
 
 from pgnn.config.sensor import SensorConfig, load_sensor
+from pgnn.core.bounded import read_json, read_text
 from pgnn.core.boxes import alpha_from_box
-from pgnn.core.errors import DataError
+from pgnn.core.errors import DataError, excerpt
 from pgnn.core.io import write_json_atomic, write_text_atomic
 from pgnn.data.frames import load_frame
 from pgnn.data.kitti import write_calib, write_velodyne
@@ -93,10 +93,7 @@ def read_own_labels(path: Path) -> list[tuple[str, np.ndarray, int]]:
     """(class, box [x, y, z, l, w, h, yaw] output frame, difficulty 0..3) of each object of a labels file."""
     if not path.is_file():
         raise DataError(path, 'expected a labels file {"objects": [...]} for this frame, found none')
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise DataError(path, f"expected a JSON labels file: {e}") from None
+    data = read_json(path, "a JSON labels file")  # bounded: size and nesting
     if not isinstance(data, dict) or not isinstance(data.get("objects"), list):
         raise DataError(path, 'expected {"objects": [...]}')
     out = []
@@ -107,7 +104,7 @@ def read_own_labels(path: Path) -> list[tuple[str, np.ndarray, int]]:
         cls, box, level = obj.get("class"), obj.get("box"), obj.get("difficulty", 0)
         if cls not in KITTI_CLASSES or cls == "DontCare":
             raise DataError(
-                path, f"{where}: expected a class in {', '.join(KITTI_CLASSES[:-1])}, got {cls!r}"
+                path, f"{where}: expected a class in {', '.join(KITTI_CLASSES[:-1])}, got {excerpt(cls)}"
             )
         try:
             arr = np.asarray(box, dtype=np.float64)
@@ -115,10 +112,10 @@ def read_own_labels(path: Path) -> list[tuple[str, np.ndarray, int]]:
             arr = np.zeros(0)
         if arr.shape != (7,) or not np.isfinite(arr).all() or (arr[3:6] <= 0).any():
             raise DataError(
-                path, f"{where}: expected box [x, y, z, l, w, h, yaw] with l, w, h > 0, got {box!r}"
+                path, f"{where}: expected box [x, y, z, l, w, h, yaw] with l, w, h > 0, got {excerpt(box)}"
             )
         if level not in (0, 1, 2, 3) or isinstance(level, bool):
-            raise DataError(path, f"{where}: expected difficulty 0, 1, 2 or 3, got {level!r}")
+            raise DataError(path, f"{where}: expected difficulty 0, 1, 2 or 3, got {excerpt(level)}")
         out.append((cls, arr, int(level)))
     return out
 
@@ -127,14 +124,14 @@ def read_own_split(path: Path, names: Sequence[str]) -> list[str]:
     """The frame names of a split file, each one a frame of ``points/``."""
     known = set(names)
     out: list[str] = []
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+    for number, raw in enumerate(read_text(path, "a split list").splitlines(), start=1):
         name = raw.strip()
         if not name:
             continue
         if name not in known:
-            raise DataError(path, f"expected a frame of points/, got {name!r}", number)
+            raise DataError(path, f"expected a frame of points/, got {excerpt(name)}", number)
         if name in out:
-            raise DataError(path, f"expected each frame once, {name!r} repeats", number)
+            raise DataError(path, f"expected each frame once, {excerpt(name)} repeats", number)
         out.append(name)
     if not out:
         raise DataError(path, "expected at least one frame name, got an empty split")

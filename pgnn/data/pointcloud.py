@@ -16,12 +16,16 @@ sensor's) are divided by 255, saying so in a log line; anything else is refused.
 ``missing_intensity="zeros"``, which uses 0 for every point with a warning (the models were trained with
 KITTI's reflectance: expect fewer or weaker detections).
 
-Every malformed file raises ``pgnn.core.errors.DataError`` naming the file and what was expected.
+Every malformed file raises ``pgnn.core.errors.DataError`` naming the file and what was expected. No file
+costs more memory than a small multiple of its size: a header (``.npy``, PCD ``POINTS``, PLY ``element``)
+declaring more data than the file holds is refused before anything is allocated, and a PCD holding fewer
+(or more) points than it declares is refused after reading (an ASCII PCD cut off after 4 of its 4e9 points).
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 
+from pgnn.core.bounded import check_declared_size, read_npy
 from pgnn.core.errors import DataError
 from pgnn.core.io import atomic_path
 from pgnn.data.kitti import MAX_POINT_DISTANCE, read_velodyne
@@ -80,10 +85,7 @@ def _read_bin(path: Path) -> PointCloud:
 
 
 def _read_npy(path: Path) -> PointCloud:
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise DataError(path, f"expected a .npy array of shape (N, 3), (N, 4) or (N, 8): {e}") from None
+    array = read_npy(path, "a .npy array of shape (N, 3), (N, 4) or (N, 8)")
     if not isinstance(array, np.ndarray) or array.ndim != 2 or array.shape[1] not in (3, 4, 8):
         shape = getattr(array, "shape", type(array).__name__)
         raise DataError(path, f"expected an array of shape (N, 3), (N, 4) or (N, 8 painted), got {shape}")
@@ -97,30 +99,106 @@ def _read_npy(path: Path) -> PointCloud:
     return PointCloud(xyz, intensity, scores)
 
 
+# LZF (binary_compressed PCD) expands at most ~88x: a 3-byte back reference copies up to 264 bytes.
+_LZF_MAX_RATIO = 100
+MAX_PCD_COLUMNS = 1024
+"""The most values a PCD point may have (COUNT summed over FIELDS; PCL's VFH signature has 308)."""
+
+
+def _pcd_points(path: Path) -> int:
+    """The points a PCD header declares, refused unless the file can hold them: read before pypcd4, which
+    allocates what the header says (``POINTS``, the compressed sizes) before reading the data."""
+    from pypcd4 import Encoding, MetaData
+
+    with open(path, "rb") as f:
+        lines: list[str] = []
+        for raw in f:  # pypcd4's own header loop: at most 10 lines, the last one DATA
+            line = raw.decode("utf-8").strip()
+            if line.startswith("#") or not line:
+                continue
+            lines.append(line)
+            if line.startswith("DATA") or len(lines) >= 10:
+                break
+        meta = MetaData.parse_header(lines)
+        columns = sum(meta.count)
+        if columns > MAX_PCD_COLUMNS:
+            raise DataError(path, f"expected at most {MAX_PCD_COLUMNS} values a point (COUNT), got {columns}")
+        itemsize = meta.build_dtype().itemsize
+        available = path.stat().st_size - f.tell()
+        what = f"a PCD file of {meta.points} {meta.data.value} points"
+        if meta.data == Encoding.ASCII:  # a digit and a separator a value, at least
+            check_declared_size(path, meta.points * columns * 2, available, what)
+        elif meta.data == Encoding.BINARY:
+            check_declared_size(path, meta.points * itemsize, available, what)
+        elif meta.points > 0:
+            check_declared_size(path, 8, available, what)
+            compressed, uncompressed = struct.unpack("II", f.read(8))
+            check_declared_size(path, compressed, available - 8, what)
+            if uncompressed != meta.points * itemsize:
+                raise DataError(path, f"expected {what}: {meta.points * itemsize} bytes, got {uncompressed}")
+            check_declared_size(path, uncompressed, compressed * _LZF_MAX_RATIO, what)
+    return meta.points
+
+
 def _read_pcd(path: Path) -> PointCloud:
     from pypcd4 import PointCloud as Pcd
 
     try:
+        declared = _pcd_points(path)
         pcd = Pcd.from_path(path)
         fields = tuple(pcd.fields)
         data = pcd.pc_data
+    except DataError:
+        raise
     except Exception as e:  # pypcd4 raises bare ValueErrors, struct and lzf errors on a bad file
         raise DataError(
             path, f"expected a PCD file (ASCII, binary or binary_compressed): {_first_line(e)}"
         ) from None
+    if data.size != declared:
+        raise DataError(
+            path, f"expected a PCD file of the {declared} points its header declares, it holds {data.size}"
+        )
     return _from_columns(path, fields, lambda name: data[name], "PCD fields")
+
+
+def _check_ply_size(path: Path) -> None:
+    """Refuse a PLY file whose elements (``element vertex N``) need more bytes than it holds: plyfile
+    allocates every element's rows before reading an ASCII file or a binary one with list properties."""
+    from plyfile import PlyData, PlyListProperty
+
+    with open(path, "rb") as f:
+        header = PlyData._parse_header(f)  # plyfile's own header parser (PlyData.read's first step)
+        available = path.stat().st_size - f.tell()
+    least = 0
+    for element in header.elements:
+        if header.text:  # a digit and a separator a value, at least
+            row = 2 * len(element.properties)
+        else:
+            row = sum(
+                np.dtype(
+                    p.list_dtype(header.byte_order)[0]
+                    if isinstance(p, PlyListProperty)
+                    else p.dtype(header.byte_order)
+                ).itemsize
+                for p in element.properties
+            )
+        least += element.count * row
+    check_declared_size(path, least, available, "a PLY file holding its elements")
 
 
 def _read_ply(path: Path) -> PointCloud:
     from plyfile import PlyData
 
     try:
+        _check_ply_size(path)
         ply = PlyData.read(str(path))
         vertex = ply["vertex"]
         fields = tuple(p.name for p in vertex.properties)
         data = vertex.data
     except KeyError:
         raise DataError(path, "expected a PLY element 'vertex' holding the points") from None
+    except DataError:
+        raise
     except Exception as e:  # plyfile raises PlyParseError, ValueError, struct errors on a bad file
         raise DataError(path, f"expected a PLY file (ASCII or binary): {_first_line(e)}") from None
     return _from_columns(path, fields, lambda name: data[name], "PLY vertex properties")

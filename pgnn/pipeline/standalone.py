@@ -36,7 +36,7 @@ def train_project(params_path: Path, **train: Any) -> Path:
     params_path = Path(params_path).resolve()
     layout = Layout(params_path.parent)
     params = with_train_overrides(load_params(params_path), **train)
-    resolved = resolve_params(params)
+    resolved = resolve_params(params, params_path)
     extra = {k: v for k, v in train.items() if v is not None}
     digest = values_digest({"file": params_digest(params_path), "train": extra}) if extra else None
     dist = init_distributed(resolved.train.device)  # joins torchrun's group (one process: nothing to join)

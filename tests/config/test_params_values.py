@@ -21,6 +21,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from pgnn.cli import main as cli_main
 from pgnn.config.params import Params, load_params
 from pgnn.config.presets import PRESETS
 from pgnn.config.resolved import Resolved, resolve_params
@@ -261,21 +262,21 @@ def test_a_params_file_that_is_not_a_mapping(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------------------------------------
 # the params stage: one line, exit 1, no traceback, nothing written. The file is named as the path the stage
-# read (``<root>/params.yaml``) for what the file's own reading finds, and as ``params.yaml`` for what the
-# preset's sections find (as before).
+# read (``<root>/params.yaml``), for what the preset's sections find too (they said ``params.yaml`` whatever
+# the file was: ``pgnn train --params other.yaml`` named the wrong file).
 
 STAGE_CASES = {
     "true_steps": (
         "train:\n  max_steps: true\n",
-        "params.yaml: train.max_steps: Input should be a valid integer",
+        "{root}/params.yaml: train.max_steps: Input should be a valid integer",
     ),
     "huge_batch": (
         f"train:\n  batch_size: {HUGE}\n",
-        "params.yaml: train.batch_size: Input should be less than or equal to 4096",
+        "{root}/params.yaml: train.batch_size: Input should be less than or equal to 4096",
     ),
     "word_seed": (
         "graph:\n  seed: abc\n",
-        "params.yaml: graph.seed: Input should be a valid integer, got 'abc'",
+        "{root}/params.yaml: graph.seed: Input should be a valid integer, got 'abc'",
     ),
     "split_out": (
         "data:\n  val_split: ../x\n",
@@ -322,3 +323,43 @@ def test_enabled_is_true_false_or_null(tmp_path: Path, section: str) -> None:
             _load(tmp_path, {section: {"enabled": bad}})
         assert info.value.key == f"{section}.enabled" and f"got {bad!r}" in str(info.value)
     assert _load(tmp_path, {section: {"enabled": False}}).gt_sampling is None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# which file, which key: a section error names the file given, an unknown key its name and the closest one
+
+
+def test_pgnn_train_names_the_params_file_it_was_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error inside a section (found when the preset is resolved) said ``params.yaml`` for any file."""
+    other = tmp_path / "other.yaml"
+    other.write_text("train:\n  max_steps: true\n")
+    assert cli_main(["train", "--params", str(other)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"pgnn train: error: {other}: train.max_steps: Input should be a valid integer, got True"
+    ]
+    assert not (tmp_path / "params.resolved.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "hint"),
+    [
+        ("x-defs: &d {a: 1}\n", "x-defs", ""),  # a usual home for YAML anchors: it was reported as ''
+        ("presett: small\n", "presett", " (did you mean 'preset'?)"),
+        ("data:\n  wrokers: 2\n", "data.wrokers", " (did you mean 'workers'?)"),
+        ("train:\n  initial_lrr: 0.1\n", "train.initial_lrr", " (did you mean 'initial_lr'?)"),
+        ("gt_sampling:\n  max_trys: 3\n", "gt_sampling.max_trys", " (did you mean 'max_tries'?)"),
+        ("train:\n  zzzzzz: 1\n", "train.zzzzzz", ""),
+    ],
+)
+def test_an_unknown_key_is_named_with_the_closest_known_one(
+    tmp_path: Path, text: str, key: str, hint: str
+) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(ParamsError) as info:
+        resolve_params(load_params(path), path)  # the file's own keys, then the preset's sections
+    assert info.value.key == key
+    assert str(info.value) == f"{path}: {key}: unknown key (not a setting of this section){hint}"

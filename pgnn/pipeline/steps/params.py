@@ -16,7 +16,7 @@ from pgnn.pipeline.stages import Layout
 
 def params_step(params: Params, params_path: Path, out_path: Path) -> bool:
     """Resolve ``params`` (read from ``params_path``) and write the effective params to ``out_path``."""
-    changed = write_resolved(out_path, resolve_params(params), params_digest(params_path))
+    changed = write_resolved(out_path, resolve_params(params, params_path), params_digest(params_path))
     print(f"params: {out_path} {'written' if changed else 'unchanged'}")
     return changed
 
