@@ -12,13 +12,26 @@ network in the frame it was trained in (``pgnn.data.sensor``).
 
 Each input gives ``DIR/<stem>.json``::
 
-    {"detections": [{"class": "Car", "score": 0.93, "box": [x, y, z, l, w, h, yaw]}, ...]}
+    {"detections": [{"class": "Car", "score": 12.4, "probability": 0.93,
+                     "box": [x, y, z, l, w, h, yaw]}, ...]}
 
 with the box centre at its geometric centre in the output frame (the sensor frame unless the sensor file
 sets an extrinsic) and yaw about +z from +x; ``--kitti`` adds ``DIR/<stem>.txt``, KITTI result lines in the
 rectified camera frame of the synthesised calib (2D boxes -1: there is no image); ``--png`` adds
 ``DIR/png/<stem>_bev.png``, the points in view and the detections seen from above in the JSON's frame,
 titled by the file's name (``pgnn.viz.render.sensor_bev_figure``).
+
+``score`` is the original Point-GNN's detection score, the one KITTI's AP ranks by and the ``--kitti`` lines
+carry: the class probability of the box NMS kept plus those of the overlapping candidates it merged, each
+weighted by its IoU with the merged box, times 1 to 2 for how much of the box the candidates' keypoints span
+(``pgnn.inference.postprocess``). It is a vote, not a probability: just over the threshold for a box one
+keypoint saw, tens for a well-seen car. ``probability`` (in (threshold, 1]) is the network's class
+probability of the kept box, the highest of the candidates merged into it.
+
+The graph's voxel grid is anchored at multiples of the voxel size (``--voxel-origin fixed``), not at the
+scan's minimum as in the original and ``pgnn predict`` (``points_min``): a box then depends only on the
+points near it, so a crop (``--sensor`` field of view or range) and the whole scan agree on it
+(``pgnn.graphs.voxel``).
 """
 
 from __future__ import annotations
@@ -40,7 +53,16 @@ if TYPE_CHECKING:
 _RGB_FEATURES = ("irgb", "rgb", "0rgb")
 
 
+EPILOG = (
+    "score: the original Point-GNN's detection score (KITTI's AP ranks by it; --kitti writes it): the kept "
+    "box's class probability plus its merged neighbours', weighted by overlap, times 1-2 for how much of the "
+    "box its keypoints cover; a vote, not a probability (tens for a well-seen car). probability: the kept "
+    "box's class probability, 0..1."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
     parser.add_argument("files", nargs="+", metavar="FILE", help="point clouds: .bin, .npy, .pcd or .ply")
     parser.add_argument("--checkpoint", required=True, help="a pgnn checkpoint (.pt)")
     parser.add_argument("--sensor", default=None, help="sensor YAML (default: KITTI's HDL-64E, 360 degrees)")
@@ -61,25 +83,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "cpu", "cuda"),
         help="auto: cuda when available, else cpu",
     )
-    parser.add_argument("--score-threshold", type=float, default=None, help="default 1/num_classes")
+    parser.add_argument(
+        "--score-threshold",
+        type=float,
+        default=None,
+        help="candidates need a class probability above this (default 1/num_classes)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    parser.add_argument(
+        "--voxel-origin",
+        choices=("fixed", "points_min"),
+        default="fixed",
+        help="voxel grid anchor: fixed (at multiples of the voxel size: a box depends only on the points "
+        "near it, whatever the crop) or points_min (the original's and pgnn predict's: at the scan's min)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
     parser.add_argument("--quiet", action="store_true", help="no per-file lines")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def detections_json(
-    names: Sequence[str], scores: np.ndarray, boxes_out: np.ndarray
+    names: Sequence[str], scores: np.ndarray, probabilities: np.ndarray, boxes_out: np.ndarray
 ) -> dict[str, list[dict[str, Any]]]:
-    """``{"detections": [{"class", "score", "box"}]}`` from names, scores and output-frame boxes.
+    """``{"detections": [{"class", "score", "probability", "box"}]}`` from names, the original's scores, the
+    kept boxes' class probabilities and output-frame boxes (see the module docstring).
 
     Shapes:
-        scores: (M,); boxes_out: (M, 7) [x, y, z, l, w, h, yaw]
+        scores: (M,); probabilities: (M,); boxes_out: (M, 7) [x, y, z, l, w, h, yaw]
     """
     return {
         "detections": [
-            {"class": name, "score": round(float(score), 6), "box": [round(float(v), 4) for v in box]}
-            for name, score, box in zip(names, scores, boxes_out, strict=True)
+            {
+                "class": name,
+                "score": round(float(score), 6),
+                "probability": round(float(prob), 6),
+                "box": [round(float(v), 4) for v in box],
+            }
+            for name, score, prob, box in zip(names, scores, probabilities, boxes_out, strict=True)
         ]
     }
 
@@ -132,7 +172,9 @@ def run(args: argparse.Namespace) -> int:
     model, card = detector.network, detector.card
     if card.input_features in _RGB_FEATURES:
         raise DataError(args.checkpoint, "expected a checkpoint without colour features (no camera here)")
-    graph_cfg = card.runtime_graph
+    graph_cfg = type(card.runtime_graph).model_validate(
+        {**card.runtime_graph.model_dump(), "voxel_origin": args.voxel_origin}
+    )
     post_cfg = card.with_postprocess(score_threshold=args.score_threshold)
     rng = np.random.default_rng(args.seed)
     total = 0
@@ -146,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             detections, times = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
             boxes = boxes_rect_to_output(detections.boxes, sensor)  # (M, 7)
-            result = detections_json(detections.names, detections.scores, boxes)
+            result = detections_json(detections.names, detections.scores, detections.probabilities, boxes)
             write_json_atomic(out / f"{path.stem}.json", result)
             if args.kitti:
                 write_detections(out / f"{path.stem}.txt", detections)

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from pgnn.config.types import MAX_POINTS, Flag, Int, Real
 
@@ -42,6 +49,13 @@ class GraphConfig(BaseModel):
     """A multi-level graph (the original's ``graph_gen_kwargs`` / ``runtime_graph_gen_kwargs``).
 
     Level ``i`` joins ``vertex_coord_i`` to ``vertex_coord_{i+1}`` (the original's ``graph_level == i``).
+
+    ``voxel_origin`` anchors the downsampling's voxel grid (:mod:`pgnn.graphs.voxel`): ``points_min`` (the
+    original's) at the minimum of the frame's points, so that cropping the scan moves the grid and can change
+    keypoints anywhere; ``fixed`` at multiples of the voxel size in the points' frame, so that an object and
+    its neighbours get the same keypoints whatever else the scan holds (``pgnn detect``'s default). It is
+    written out only when it is not ``points_min``: params, cards and graph caches from before it are
+    unchanged.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -50,6 +64,14 @@ class GraphConfig(BaseModel):
     downsample_method: Literal["random", "center"] = "center"
     add_rnd3d: Flag = False
     levels: tuple[GraphLevelConfig, ...] = Field(min_length=1)
+    voxel_origin: Literal["points_min", "fixed"] = "points_min"
+
+    @model_serializer(mode="wrap")
+    def _drop_default_origin(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out = handler(self)
+        if out.get("voxel_origin") == "points_min":
+            del out["voxel_origin"]
+        return out
 
 
 def _levels(*specs: tuple[float, float, int]) -> tuple[GraphLevelConfig, ...]:

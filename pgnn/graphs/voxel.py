@@ -14,6 +14,18 @@ Downsampling methods (both pick original points, never synthesise new ones):
   called. The snap reproduces the original's scikit-learn kd-tree, ties included (a two-point voxel's
   centroid is equidistant from both points; :mod:`pgnn.graphs.kdtree`). Two centroids may snap to the same
   point; such duplicate keypoints are kept, as in the original.
+
+Grid anchoring (``GraphConfig.voxel_origin``):
+
+* ``points_min`` (the original's, every preset's): the grid starts at ``min(points)`` as above, so removing
+  points anywhere (a field-of-view crop, a range cut) can shift it and change keypoints everywhere.
+* ``fixed``: the cell is ``floor(p / voxel)`` (``floor((p + shift * voxel) / voxel)`` with ``add_rnd3d``),
+  boundaries at multiples of the voxel size in the points' frame. ``center`` then picks, in each voxel of
+  the previous level's vertices, the vertex nearest their float64 centroid, exact ties to the smallest
+  (x, y, z). Each keypoint depends only on the points of its own voxel: the same object with the same
+  neighbours gets the same keypoints in a crop and in the whole scan (no kd-tree, whose tie-breaking
+  depends on every point; no duplicate keypoints). In every preset the previous level's vertices are the
+  input points, so only the anchoring and the tie rule differ from ``points_min``.
 """
 
 from __future__ import annotations
@@ -81,17 +93,21 @@ def bounds(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def _cell_keys(points: np.ndarray, origin: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
-    """Linear key of each point's cell ``floor((p - origin) / cell)``, for origin <= min(points).
+def _cell_keys(
+    points: np.ndarray, origin: np.ndarray, cell: float, first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Linear key of each point's cell ``floor((p - origin) / cell) - first``, ``first`` the cell of
+    min(points) (so every term is >= 0).
 
-    Shapes: points (N, 3) float64, origin (3,) -> keys (N,) int64 = cx + dx * (cy + dy * cz), dims (3,) int64.
+    Shapes: points (N, 3) float64, origin (3,), first (3,) int64 -> keys (N,) int64
+    = cx + dx * (cy + dy * cz), dims (3,) int64.
     """
     n = points.shape[0]
     cells = np.empty((n, 3), np.int64)
     dims = np.ones(3, np.int64)
     for i in range(n):
         for a in range(3):
-            c = np.int64(math.floor((points[i, a] - origin[a]) / cell))
+            c = np.int64(math.floor((points[i, a] - origin[a]) / cell)) - first[a]
             cells[i, a] = c
             if c + 1 > dims[a]:
                 dims[a] = c + 1
@@ -139,6 +155,38 @@ def _group_means(points: np.ndarray, group: np.ndarray, n_groups: int) -> np.nda
     return sums
 
 
+@njit(cache=True)
+def _nearest_to_means(points: np.ndarray, group: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """Index of each group's member nearest the group's mean; exact ties to the smallest (x, y, z).
+
+    Shapes: points (N, 3) float64, group (N,) int64, means (G, 3) float64 -> (G,) int64.
+    """
+    n_groups = means.shape[0]
+    best = np.full(n_groups, -1, np.int64)
+    best_d = np.empty(n_groups, np.float64)
+    for i in range(points.shape[0]):
+        g = group[i]
+        d = 0.0
+        for a in range(3):
+            t = points[i, a] - means[g, a]
+            d += t * t
+        b = best[g]
+        if b == -1 or d < best_d[g]:
+            better = True
+        elif d > best_d[g]:
+            better = False
+        else:  # an exact tie: the lexicographically smaller point, which does not depend on input order
+            better = False
+            for a in range(3):
+                if points[i, a] != points[b, a]:
+                    better = points[i, a] < points[b, a]
+                    break
+        if better:
+            best[g] = i
+            best_d[g] = d
+    return best
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Public functions
 
@@ -153,24 +201,21 @@ def _as_points64(points: np.ndarray, name: str) -> np.ndarray:
     return arr64
 
 
-def _grid_origin(points64: np.ndarray, voxel: float, shift: np.ndarray) -> np.ndarray:
-    """min(points) - shift * voxel, (3,) float64."""
-    return bounds(points64)[0] - shift * voxel
-
-
 def voxel_groups(points: np.ndarray, origin: np.ndarray, voxel: float) -> tuple[np.ndarray, int]:
-    """The voxel of each point, numbered by first appearance.
+    """The voxel ``floor((p - origin) / voxel)`` of each point, numbered by first appearance.
 
-    Shapes: points (N, 3), origin (3,) with origin <= min(points) -> group (N,) int64, and the voxel count.
+    Shapes: points (N, 3), origin (3,) -> group (N,) int64, and the voxel count.
     """
     points64 = np.ascontiguousarray(points, dtype=np.float64)
     if points64.shape[0] == 0:
         return np.empty(0, np.int64), 0
     origin64 = np.asarray(origin, np.float64)
-    cells = np.floor((bounds(points64)[1] - origin64) / voxel) + 1.0
+    lo, hi = bounds(points64)
+    first = np.floor((lo - origin64) / voxel)  # (3,) the cell of the minimum, the same division as the kernel
+    cells = np.floor((hi - origin64) / voxel) - first + 1.0
     if float(np.prod(cells)) >= 2.0**62:
         raise DataError("graph input", f"expected a point extent of fewer than 2^62 voxels of {voxel} m")
-    keys, _ = _cell_keys(points64, origin64, float(voxel))
+    keys, _ = _cell_keys(points64, origin64, float(voxel), first.astype(np.int64))
     group, n_groups = _hash_group(keys)
     return group, int(n_groups)
 
@@ -197,6 +242,20 @@ def voxel_centroids(points: np.ndarray, voxel: float, origin: np.ndarray) -> np.
     if n_groups == 0:
         return np.empty((0, 3), np.float64)
     return _group_means(np.ascontiguousarray(points, dtype=np.float64), group, n_groups)
+
+
+def nearest_to_centroids(points: np.ndarray, voxel: float, origin: np.ndarray) -> np.ndarray:
+    """In each occupied voxel, the point nearest the voxel's float64 centroid (exact ties to the smallest
+    (x, y, z)), voxels in order of first appearance: the ``fixed`` anchoring's ``center`` pick.
+
+    Shapes: points (N, 3), origin (3,) -> indices into points (K,) int32.
+    """
+    points64 = np.ascontiguousarray(points, dtype=np.float64)
+    group, n_groups = voxel_groups(points64, origin, voxel)
+    if n_groups == 0:
+        return np.empty(0, np.int32)
+    means = _group_means(points64, group, n_groups)  # (K, 3)
+    return _nearest_to_means(points64, group, means).astype(np.int32)
 
 
 def downsample_levels(
@@ -227,15 +286,18 @@ def downsample_levels(
             keypoints.append(np.empty(0, np.int32))
             continue
         voxel = cfg.base_voxel_size * level.graph_scale
+        fixed = cfg.voxel_origin == "fixed"
         if cfg.add_rnd3d:
             shift = _need_rng(rng).random(3)
-        elif cfg.downsample_method == "center":
-            shift = np.full(3, 0.5)
+        elif cfg.downsample_method == "center" and not fixed:
+            shift = np.full(3, 0.5)  # open3d's min(points) - voxel / 2
         else:
             shift = np.zeros(3)
-        origin = _grid_origin(points64, voxel, shift)
+        origin = (np.zeros(3) if fixed else bounds(points64)[0]) - shift * voxel  # (3,)
         if cfg.downsample_method == "random":
             index = downsample_random(prev, voxel, origin, _need_rng(rng))
+        elif fixed:
+            index = nearest_to_centroids(prev, voxel, origin)
         else:
             index = snap_to_nearest(prev, voxel_centroids(points64, voxel, origin))
         keypoints.append(index)

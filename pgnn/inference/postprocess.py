@@ -27,6 +27,13 @@ The chain, with the original Point-GNN's rules (``run.py`` and ``models/nms.py``
 
 ``postprocess_frame`` chains 1-4 for one frame; ``PostprocessConfig`` holds the knobs.
 
+A detection's ``score`` is therefore not a probability: with the default ``merge_score`` and occlusion
+rescoring it is ``(p + sum_r p_r x IoU(box, r)) x (1 + occ)``, ``p`` the survivor's class probability and
+``p_r`` those of the candidates it absorbed: a vote of the overlapping keypoints, from just over the threshold
+(one keypoint alone) to tens (a well-seen car), and what KITTI's AP ranks by. Its ``probability`` is ``p``,
+the softmax probability of the survivor's class (of its yaw bin, for a class split by yaw), the highest of
+its cluster since NMS walks candidates by decreasing probability; ``score >= probability``.
+
 Differences from the original, all deliberate:
 
 * The candidate sort is stable (ties keep input order). The original's ``np.argsort`` quicksort leaves tie
@@ -390,6 +397,7 @@ class Detections:
         boxes: (M, 7) float64, in the camera frame the boxes were decoded in
         labels: (M,) int64 folded class index; names: M class names
         scores: (M,) float64 (not probabilities: merging and rescoring make them grow past 1)
+        probabilities: (M,) float64 in (score_threshold, 1], the class probability of each box's survivor
         boxes_2d: (M, 4) clipped image boxes [xmin, ymin, xmax, ymax]; truncation: (M,)
         alpha: (M,) observation angle
         flat_index: (M,) ``point * C + class`` of the candidate each box grew from
@@ -399,6 +407,7 @@ class Detections:
     labels: np.ndarray
     names: tuple[str, ...]
     scores: np.ndarray
+    probabilities: np.ndarray
     boxes_2d: np.ndarray
     truncation: np.ndarray
     alpha: np.ndarray
@@ -448,6 +457,7 @@ def postprocess_frame(
         labels=labels,
         names=tuple(config.class_names[k] for k in labels),
         scores=scores,
+        probabilities=cand.scores[kept.index[keep]],
         boxes_2d=box2d[keep],
         truncation=truncation[keep],
         alpha=alpha_from_box(out_boxes),

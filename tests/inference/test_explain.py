@@ -48,6 +48,7 @@ def _detections(flat_index: list[int]) -> Detections:
         labels=np.zeros(m, np.int64),
         names=("Car",) * m,
         scores=np.ones(m),
+        probabilities=np.ones(m),
         boxes_2d=np.zeros((m, 4)),
         truncation=np.zeros(m),
         alpha=np.zeros(m),

@@ -416,6 +416,7 @@ def _detections_of(boxes: np.ndarray, P2: np.ndarray, size: tuple[int, int]) -> 
         labels=np.ones(m, np.int64),
         names=("Car",) * m,
         scores=np.linspace(2, 1, m),
+        probabilities=np.linspace(1, 0.5, m),
         boxes_2d=box2d,
         truncation=trunc,
         alpha=alpha_from_box(boxes),
