@@ -69,10 +69,12 @@ def test_export_recognises_the_files_it_writes(tmp_path: Path) -> None:
     from onnx import TensorProto, helper
 
     from pgnn.commands.export import is_export
+    from pgnn.config.params import Params
+    from pgnn.config.presets import resolve
     from pgnn.nn.export import PT2_EXTRA_FILE, export_metadata
+    from pgnn.pipeline.steps.train import model_card
 
-    keys = ("model_config", "input_frame", "graph_preset", "encoding", "label_method", "input_features")
-    meta = export_metadata({"step": 3, **dict.fromkeys(keys, "x")})
+    meta = export_metadata(model_card(resolve(Params())), 3)
     program = torch.export.export(torch.nn.Linear(2, 1), (torch.zeros(1, 2),))
     pt2 = tmp_path / "m.pt2"
     torch.export.save(program, pt2, extra_files={PT2_EXTRA_FILE: json.dumps(meta)})  # as export_pt2_bytes

@@ -184,7 +184,7 @@ SMALL_CONFIGS = {
     # two iterations, the second without auto-offset; ELU does not commute with max (post-activation max)
     "elu": ModelConfig(
         **_SMALL,
-        input_dim=2,
+        input_dim=4,
         activation="elu",
         gnn_layers=(
             GNNLayerConfig(offset_mlp=(8, 3), edge_mlp=(16, 16), update_mlp=(16,)),
@@ -227,7 +227,7 @@ def test_small_models_export_exactly(name: str, tmp_path: Path) -> None:
             graph_preset="car",
             encoding="classaware_all_class_box_encoding",
             label_method="Car",
-            input_features="i" if cfg.input_dim == 1 else "ir",
+            input_features="i" if cfg.input_dim == 1 else "irgb",
             step=7,
         ),
     )

@@ -260,7 +260,8 @@ EXPECTED_RERUNS = {
     "graph.seed": {"graphs"},  # train reruns through its dep on the graphs, not the param
     "train.max_steps": {"train"},
     "train.eval_frames": {"train"},
-    "postprocess.score_threshold": {"predict", "train"},  # train: its val curves (train.eval_every is set)
+    # train: the model card (and its val curves); predict reruns through its dep on the model, not the param
+    "postprocess.score_threshold": {"train"},
     "eval.classes": {"evaluate"},
     "plots.bev_frames": {"plots"},
     "train.resample_graph": {"train"},

@@ -24,7 +24,6 @@ from pgnn.data.frames import load_frame
 from pgnn.data.kitti import PAINTED_CLASSES
 from pgnn.data.labels import read_labels
 from pgnn.data.prepare import SCORE_COLUMNS, prepare_plan, read_prepared_dir
-from pgnn.nn.checkpoint import load_model
 from pgnn.training.dataset import AugmentedRecords
 
 PAINTED = ("000000", "000001", "000002", "000003", "000004", "000005")
@@ -127,9 +126,9 @@ def _train(r: object, pipeline: dict[str, Path], name: str) -> Path:
 
 
 def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipeline: dict[str, Path]) -> None:
+    from pgnn.inference.backends import load_detector
     from pgnn.inference.predict import predict_frame
     from pgnn.inference.run import write_detections
-    from pgnn.inference.settings import postprocess_config
 
     straight = _train(recipe(), pipeline, "straight")
     _train(recipe(max_steps=2), pipeline, "resumed")  # killed after step 2 ...
@@ -142,11 +141,17 @@ def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipel
         torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0, msg=k)
     assert (pipeline["root"] / "straight" / "train.json").exists()
 
-    model, meta = load_model(straight, "cpu")
+    detector = load_detector(straight, "cpu")
     frame = load_frame(kitti_sample, "000005", painted=True)
-    post = postprocess_config(meta, score_threshold=0.0)  # an untrained model: keep whatever it finds
+    post = detector.card.with_postprocess(score_threshold=0.0)  # an untrained model: keep whatever it finds
     detections, times = predict_frame(
-        model, meta, frame, GRAPH_PRESETS["car_runtime"], post, "cpu", np.random.default_rng(0)
+        detector.network,
+        detector.card,
+        frame,
+        GRAPH_PRESETS["car_runtime"],
+        post,
+        "cpu",
+        np.random.default_rng(0),
     )
     assert set(times) >= {"graph", "gnn", "nms"}
     assert detections.boxes.shape[1] == 7 and np.isfinite(detections.boxes).all()

@@ -16,6 +16,13 @@ order, or computing the forward in float64, does not bring it closer (float64: 2
 weights_rel <= 5e-4 and ``forced_only_rel`` <= 1e-5 (``forced_rel``, step 0 on the whole reference gradient,
 is 1.7e-5; case a asserts it).
 
+Under the pinned CPU numerics (pgnn.core.cpu: MKL's COMPATIBLE mode, the same bytes on every CPU) case b's
+figures are larger, on this AMD EPYC: grad_rel 9.6e-4, weights_rel 2.4e-3, forced_only_rel 2.4e-3 (with
+each library's own kernels: 3.6e-6, 2.6e-4, 3.9e-6). MKL's COMPATIBLE sgemm sums the weight gradients' K
+dimension (the 240k edges) in float32 in a longer chain than its AVX kernels or TF's Eigen do, so many
+weight gradients, not one vector, carry ~1e-3 relative rounding: case b asserts grad_rel <= 2e-3 and
+weights_rel, forced_only_rel <= 5e-3 (docs/reproducibility.md, "What it costs").
+
 T3 supplement: the README's RandomState formula reproduces the init checksums; step-0 quantities are compared
 tightly (its LR-0.125 trajectory diverges, so later steps only amplify float noise); one step is run.
 
@@ -95,10 +102,10 @@ def test_case_b(train_step_dir: Path) -> None:
     )
     assert out["variables"] == 52 and out["parameters"] == 726_619
     assert out["loss_rel"] <= 1e-4
-    assert out["grad_rel"] <= 1e-3
-    assert out["weights_rel"] <= 5e-4  # see the module docstring: kink-amplified float noise, 2.6e-4 here
+    assert out["grad_rel"] <= 2e-3  # pinned MKL's long float32 sums (module docstring): 9.6e-4 here
+    assert out["weights_rel"] <= 5e-3  # kink-amplified float noise: 2.4e-3 here (2.6e-4 unpinned)
     assert out["forced_rel"] is None
-    assert out["forced_only_rel"] <= 1e-5  # the whole excess is that one vector's step-0 float noise
+    assert out["forced_only_rel"] <= 5e-3  # 2.4e-3 here (unpinned 3.9e-6: that one vector's noise alone)
     assert out["lr"] == LR_REF
     assert out["steps_loss_rel"] <= 1e-4
 

@@ -34,7 +34,7 @@ def model_card(recipe: Recipe) -> ModelCard:
         encoding=recipe.targets.encoding,
         label_method=recipe.targets.label_method,
         input_features=recipe.targets.input_features,
-        postprocess=recipe.postprocess,
+        postprocess=recipe.postprocess.model_copy(),  # all of it: the card carries the whole section
         train=recipe.train,
     )
 
