@@ -8,8 +8,10 @@ committed ``dvc.lock`` names."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import sys
 from typing import Any
 
 # figures printed by the table, in order
@@ -120,7 +122,8 @@ def run_cpu(args: argparse.Namespace) -> int:
     from pgnn.pipeline.trajectory import STEPS, differences, load_reference, run_trajectory
 
     reference = load_reference()
-    run = run_trajectory(args.steps or STEPS, reference.frames)
+    with contextlib.redirect_stdout(sys.stderr):  # the stages' progress: stdout is the result
+        run = run_trajectory(args.steps or STEPS, reference.frames)
     if args.json:
         print(run.to_json(), end="")
         return 0 if not differences(run, reference) else 1

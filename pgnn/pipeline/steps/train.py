@@ -30,11 +30,11 @@ def model_card(recipe: Recipe) -> ModelCard:
         network=recipe.model,
         input_frame="rect",
         graph_preset=recipe.runtime_graph_name,
-        runtime_graph=recipe.runtime_graph,
+        runtime_graph=recipe.runtime_graph.model_dump(),  # all of it, as postprocess
         encoding=recipe.targets.encoding,
         label_method=recipe.targets.label_method,
         input_features=recipe.targets.input_features,
-        postprocess=recipe.postprocess.model_copy(),  # all of it: the card carries the whole section
+        postprocess=recipe.postprocess.model_dump(),  # all of it: the card carries the whole section
         train=recipe.train,
     )
 
