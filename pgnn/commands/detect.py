@@ -19,7 +19,7 @@ with the box centre at its geometric centre in the output frame (the sensor fram
 sets an extrinsic) and yaw about +z from +x; ``--kitti`` adds ``DIR/<stem>.txt``, KITTI result lines in the
 rectified camera frame of the synthesised calib (2D boxes -1: there is no image); ``--png`` adds
 ``DIR/png/<stem>_bev.png``, the points in view and the detections seen from above in the JSON's frame,
-titled by the file's name (``pgnn.viz.render.sensor_bev_figure``).
+titled by the file's name (``pgnn.viz.sensor_view.sensor_bev_figure``).
 
 ``score`` is the original Point-GNN's detection score, the one KITTI's AP ranks by and the ``--kitti`` lines
 carry: the class probability of the box NMS kept plus those of the overlapping candidates it merged, each
@@ -135,7 +135,7 @@ def write_picture(
     import numpy as np
 
     from pgnn.data.sensor import output_to_rect
-    from pgnn.viz.render import write_sensor_bev_png
+    from pgnn.viz.sensor_view import write_sensor_bev_png
 
     rect_to_out = np.linalg.inv(output_to_rect(sensor))  # (4, 4)
     points = points_rect @ rect_to_out[:3, :3].T + rect_to_out[:3, 3]  # (N, 3) output frame

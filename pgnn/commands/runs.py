@@ -56,7 +56,8 @@ def width(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from pgnn.core.outputs import check_output_file
-    from pgnn.pipeline.runs import collect, select, table, to_csv, to_json
+    from pgnn.pipeline.experiments import collect, select
+    from pgnn.pipeline.runs import table, to_csv, to_json
 
     if args.plot is not None:
         check_output_file(args.plot, force=args.force)  # before any work

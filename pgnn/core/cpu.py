@@ -89,18 +89,16 @@ def pinned_state() -> list[str]:
     if not has_avx2():
         return ["this CPU has no AVX2, so torch's kernels differ from the pinned ones"]
     problems = []
-    if "torch" in sys.modules:
-        import torch
-
+    torch = sys.modules.get("torch")  # only what has loaded is asked: this module imports neither library
+    if torch is not None:
         capability = torch.backends.cpu.get_cpu_capability()
         if capability != "AVX2":
             problems.append(f"torch runs its {capability} kernels, not AVX2")
         branch = _mkl_branch(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")
         if branch not in (None, MKL_CBWR_COMPATIBLE):
             problems.append(f"MKL runs code branch {branch}, not COMPATIBLE ({MKL_CBWR_COMPATIBLE})")
-    if "numpy" in sys.modules:
-        from numpy._core import _multiarray_umath as umath
-
+    umath = sys.modules.get("numpy._core._multiarray_umath")
+    if umath is not None:
         on = [name for name in PINNED["NPY_DISABLE_CPU_FEATURES"].split() if umath.__cpu_features__.get(name)]
         if on:
             problems.append(f"numpy dispatches {' '.join(on)}")

@@ -27,12 +27,9 @@ The chain, with the original Point-GNN's rules (``run.py`` and ``models/nms.py``
 
 ``postprocess_frame`` chains 1-4 for one frame; ``PostprocessConfig`` holds the knobs.
 
-A detection's ``score`` is therefore not a probability: with the default ``merge_score`` and occlusion
-rescoring it is ``(p + sum_r p_r x IoU(box, r)) x (1 + occ)``, ``p`` the survivor's class probability and
-``p_r`` those of the candidates it absorbed: a vote of the overlapping keypoints, from just over the threshold
-(one keypoint alone) to tens (a well-seen car), and what KITTI's AP ranks by. Its ``probability`` is ``p``,
-the softmax probability of the survivor's class (of its yaw bin, for a class split by yaw), the highest of
-its cluster since NMS walks candidates by decreasing probability; ``score >= probability``.
+A detection's ``score`` (what KITTI's AP ranks by) is no probability: ``(p + sum_r p_r x IoU(box, r)) x
+(1 + occ)`` with the defaults, ``p`` the survivor's class probability (its ``probability``, the highest of
+its cluster), ``p_r`` those of the candidates it absorbed: from just over the threshold to tens.
 
 Differences from the original, all deliberate:
 
@@ -85,9 +82,7 @@ __all__ = [
 ]
 
 
-# ----------------------------------------------------------------------------------------------------------
-# NMS
-# ----------------------------------------------------------------------------------------------------------
+# --- NMS ---
 
 
 @dataclass(frozen=True)
@@ -267,9 +262,7 @@ def nms_name_from_flags(box_merge: bool, box_score: bool) -> NmsName:
     return "score_only" if box_score else "plain"
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Truncation and occlusion
-# ----------------------------------------------------------------------------------------------------------
+# --- Truncation and occlusion ---
 
 
 def truncation_filter(
@@ -334,9 +327,7 @@ def occlusion_rescore(scores: np.ndarray, boxes: np.ndarray, points: np.ndarray)
     return np.asarray(scores, dtype=np.float64) * (1.0 + occlusion_ratio(boxes, points))
 
 
-# ----------------------------------------------------------------------------------------------------------
-# The frame chain
-# ----------------------------------------------------------------------------------------------------------
+# --- The frame chain ---
 
 
 @dataclass(frozen=True)
@@ -465,9 +456,7 @@ def postprocess_frame(
     )
 
 
-# ----------------------------------------------------------------------------------------------------------
-# KITTI result files
-# ----------------------------------------------------------------------------------------------------------
+# --- KITTI result files ---
 
 
 def kitti_result_lines(

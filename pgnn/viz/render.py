@@ -2,8 +2,7 @@
 
 The bird's-eye view is the rectified camera frame seen from above: x (right) across the page, z (forward) up
 the page, the camera at the origin looking up; a scan without a camera (``pgnn detect``) is drawn in its own
-output frame instead (:func:`sensor_bev_figure`: x forward up the page, y left to the left, the sensor at the
-origin), where its detections' JSON boxes are. The image view draws each 3D box's 12 edges projected into
+output frame instead (:mod:`pgnn.viz.sensor_view`). The image view draws each 3D box's 12 edges projected into
 image_2 with P2 (edges cut at a near plane in front of the camera, so boxes partly behind it draw correctly).
 Functions here are pure: they take a ``Frame`` or an image (and optional detections) and return a matplotlib
 ``Figure`` built without pyplot (no global figure state), or write a PNG.
@@ -288,82 +287,6 @@ def write_bev_png(frame: Frame, path: str | Path, **kwargs: object) -> None:
     _save_png(bev_figure(frame, **kwargs), path)  # type: ignore[arg-type]
 
 
-def sensor_bev_figure(
-    points: np.ndarray,
-    boxes: np.ndarray,
-    names: Sequence[str],
-    scores: np.ndarray,
-    title: str,
-    x_range: tuple[float, float] = (-40.0, 70.0),
-    y_range: tuple[float, float] = (-40.0, 40.0),
-    dpi: int = 120,
-) -> Figure:
-    """A scan and its detections seen from above in the output frame of a sensor (x forward up the page, y
-    left to the left, z up as the colour), the frame of ``pgnn detect``'s JSON boxes; titled ``title``.
-
-    Shapes:
-        points: (N, 3) output frame; boxes: (M, 7) [x, y, z, l, w, h, yaw] (centre, yaw about +z from +x);
-        scores: (M,)
-    """
-    fig = Figure(figsize=(11.2, 13.4), dpi=dpi, facecolor=_BACKGROUND)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.set_facecolor(_BACKGROUND)
-    ax.set_aspect("equal")
-    ax.set_xlim(y_range[1], y_range[0])  # y left: larger y to the left
-    ax.set_ylim(*x_range)
-    xyz = np.asarray(points, dtype=np.float64).reshape(-1, 3)  # (N, 3)
-    inside = (xyz[:, 0] >= x_range[0]) & (xyz[:, 0] <= x_range[1])
-    inside &= (xyz[:, 1] >= y_range[0]) & (xyz[:, 1] <= y_range[1])  # (N,)
-    shown = xyz[inside][np.argsort(xyz[inside, 2], kind="stable")]  # (K, 3), highest drawn last
-    mapped = ax.scatter(
-        shown[:, 1],
-        shown[:, 0],
-        c=shown[:, 2],
-        s=2.0,
-        linewidths=0,
-        cmap="viridis",
-        zorder=3,
-        rasterized=True,
-    )
-    for box, name, score in zip(
-        np.asarray(boxes, dtype=np.float64).reshape(-1, 7), names, scores, strict=True
-    ):
-        x, y, _, length, width, _, yaw = box
-        c, s = np.cos(yaw), np.sin(yaw)
-        half = np.array([[1, 1], [1, -1], [-1, -1], [-1, 1]]) * [length / 2, width / 2]  # (4, 2) box frame
-        corners = half @ np.array([[c, s], [-s, c]]) + [x, y]  # (4, 2) output frame x, y
-        color = CLASS_COLORS.get(name, _FOREGROUND)
-        ax.add_patch(
-            Polygon(corners[:, ::-1], closed=True, fill=False, edgecolor=color, linewidth=1.4, zorder=4)
-        )
-        front = (corners[0] + corners[1]) / 2  # (2,) the middle of the front edge: the heading tick
-        ax.plot([y, front[1]], [x, front[0]], color=color, linewidth=1.4, zorder=4)
-        ax.text(
-            y,
-            x + max(length, width) / 2 + 0.4,
-            f"{name} {float(score):.2f}",
-            color="white",
-            fontsize=9,
-            ha="center",
-            va="bottom",
-            zorder=5,
-            clip_on=True,
-            path_effects=[patheffects.withStroke(linewidth=2.5, foreground="black")],
-        )
-    ax.plot([0], [0], marker="^", markersize=8, color="white", zorder=5)  # the sensor, looking up the page
-    _style_axes(ax)
-    ax.set_xlabel("y, left (m)", color=_FOREGROUND, fontsize=11)
-    ax.set_ylabel("x, forward (m)", color=_FOREGROUND, fontsize=11)
-    ax.set_title(title, color=_FOREGROUND, fontsize=13, loc="left")
-    bar = fig.colorbar(mapped, ax=ax, fraction=0.035, pad=0.02)
-    bar.set_label("z, height (m)", color=_FOREGROUND)
-    bar.ax.tick_params(colors=_FOREGROUND, labelsize=10)
-    bar.outline.set_edgecolor(_FOREGROUND)
-    fig.tight_layout()
-    return fig
-
-
 def _save_png(fig: Figure, path: str | Path) -> None:
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(
@@ -376,13 +299,7 @@ def _save_png(fig: Figure, path: str | Path) -> None:
         )
 
 
-def write_sensor_bev_png(path: str | Path, *args: object, **kwargs: object) -> None:
-    """Render ``sensor_bev_figure(*args, **kwargs)`` to a PNG at ``path``, atomically."""
-    _save_png(sensor_bev_figure(*args, **kwargs), path)  # type: ignore[arg-type]
-
-
-# ----------------------------------------------------------------------------------------------------
-# image view
+# --- image view ---
 
 
 def project_box_edges(boxes: np.ndarray, P: np.ndarray, near: float = 0.1) -> list[np.ndarray]:

@@ -97,7 +97,7 @@ def test_printed_paths_are_final_and_a_scan_is_drawn_in_its_own_frame(
 ) -> None:
     import numpy as np
 
-    from pgnn.viz.render import sensor_bev_figure
+    from pgnn.viz.sensor_view import sensor_bev_figure
 
     root = tmp_path / "synthetic"
     assert cli_main(["synth", str(root), "--frames", "1"]) == 0

@@ -178,6 +178,12 @@ ELSEWHERE: dict[str, str] = {
         f"{PIPELINE_RUN}: python -m pgnn.pipeline.run on a tiny project (every preset trains on real KITTI "
         "frames: tests/pipeline/test_train_command.py::test_pgnn_train_runs_every_preset_from_a_params_file)"
     ),
+    "experiments.md: dvc exp run --queue -n seed -S 'train.seed=range(1,3)'": f"{QUEUE}: a seed sweep queued",
+    "experiments.md: dvc exp run --queue -n resample -S train.resample_graph=true "
+    "-S 'train.seed=range(0,3)'": (f"{QUEUE}: a seed sweep queued (the fake project has no resample_graph)"),
+    "experiments.md: pgnn runs main seed-1 seed-2 resample-1 resample-2 resample-3": (
+        "tests/pipeline/test_runs_view.py::test_seed_groups_show_mean_and_sd_and_which_gaps_are_noise"
+    ),
     "reproducibility.md: pgnn check cpu": (
         "tests/pipeline/test_trajectory.py::test_this_machine_trains_the_reference_trajectory: pgnn check cpu"
     ),

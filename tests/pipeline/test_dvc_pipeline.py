@@ -136,7 +136,8 @@ def test_a_bad_param_stops_repro_before_any_stage_with_one_line(repo: Path) -> N
     assert proc.returncode != 0
     assert _ran(proc) == {"params"}
     out = proc.stdout + proc.stderr
-    assert "stages/params.py: error: params.yaml: train.max_stepz: unknown key" in out, out
+    assert f"stages/params.py: error: {repo}/params.yaml: train.max_stepz: unknown key" in out, out
+    assert "(did you mean 'max_steps'?)" in out, out
     assert "Traceback" not in out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from dvcrepo import run_in
 from fakeexp import expected, make_project
 
-from pgnn.pipeline.runs import collect
+from pgnn.pipeline.experiments import collect
 
 QUEUED = {"q-fast": 0.05, "q-slow": 0.02}  # name -> train.lr
 

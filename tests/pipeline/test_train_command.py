@@ -54,7 +54,7 @@ def test_pgnn_train_runs_every_preset_from_a_params_file(
     ckpt = load_checkpoint(model)
     assert ckpt["step"] == 2 and ckpt["label_method"] == PRESETS[preset].targets.label_method
     assert (tmp_path / "data" / "prepared" / "train" / "manifest.json").is_file()
-    assert "postprocess" not in ckpt and "runtime_graph" not in ckpt  # read from params at predict time
+    assert "postprocess" in ckpt and "runtime_graph" in ckpt  # the model card: every path predicts with these
     # a rerun with more steps resumes the same run (same checkpoint folder), it does not restart
     runs = list((tmp_path / "models" / "checkpoints").iterdir())
     train_project(params, max_steps=3)
