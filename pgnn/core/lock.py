@@ -84,8 +84,10 @@ def exclusive_lock(
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         yield path
+        # explicitly: a child forked inside the block (a DataLoader worker) shares the lock until it exits
+        fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
-        os.close(fd)  # releases the flock
+        os.close(fd)  # releases the flock (when no forked child still holds a copy of the descriptor)
 
 
 def project_lock(root: str | Path, what: str | None = None) -> contextlib.AbstractContextManager[Path]:

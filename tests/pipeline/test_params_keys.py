@@ -64,6 +64,8 @@ CHANGED: dict[str, Any] = {
     "gt_sampling": {"sample_counts": {"Car": 3}},
     "validation": {"postprocess": {}, "classes": ["Car"]},
     "eval.classes": ["Car", "Pedestrian"],
+    "postprocess.class_names": ["Background", "Car", "Car", "Van"],
+    "postprocess.ignore_class_names": ["Background"],
     "augment.steps": [{"method": "random_flip_all", "flip_prob": 0.5}],
     "targets.encoding": "direct_encoding",
     "model.set_mlp": [64, 64],

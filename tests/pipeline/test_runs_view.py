@@ -21,7 +21,7 @@ from fakeexp import SEED_RUNS, expected, make_project, seed_records
 from matplotlib.figure import Figure
 
 from pgnn import cli
-from pgnn.pipeline import experiments as records
+from pgnn.pipeline import experiments as exps
 from pgnn.pipeline import runs as view
 from pgnn.viz import compare
 
@@ -124,7 +124,7 @@ def test_unknown_experiment_and_not_a_project_are_one_line_errors(project: Path,
 def test_params_that_do_not_fit_are_named_not_cut() -> None:
     params = [{f"model.layer_{k}.units": 100 * k + i for k in range(30)} for i in range(2)]
     runs = [
-        records.Run(f"exp-{i}", f"{i}abcdef", None, params[i], {}, {"Car 3d": 50.0 + i}) for i in range(2)
+        exps.Run(f"exp-{i}", f"{i}abcdef", None, params[i], {}, {"Car 3d": 50.0 + i}) for i in range(2)
     ]
     text = view.table(runs)
     assert max(map(len, text.splitlines())) <= 120
@@ -139,13 +139,13 @@ def test_queued_runs_null_and_absent_params_are_told_apart(tmp_path: Path) -> No
         "params": {"params.yaml": {"data": {"train": {"max_steps": None, "seed": 1}}}},
         "metrics": {"metrics/ap.json": {"data": {"Car": {"3d": 70.0, "bev": 80.0}}}},
     }
-    waiting = records.build_run(tmp_path, "waiting", "0123456789", "queued", data)  # reads no files
+    waiting = exps.build_run(tmp_path, "waiting", "0123456789", "queued", data)  # reads no files
     assert (waiting.rev, waiting.headline, waiting.val.best()) == (
         "0123456",
         {"Car 3d": 70.0, "Car bev": 80.0},
         None,
     )
-    done = records.Run("done", "abcdef0", "success", {"train.max_steps": 400})
+    done = exps.Run("done", "abcdef0", "success", {"train.max_steps": 400})
     text = view.table([waiting, done])
     head, first, second = text.splitlines()[:3]
     assert head.split()[-2:] == ["train.max_steps", "train.seed"]
@@ -167,7 +167,7 @@ def seed_table(
 ) -> str:
     """``pgnn runs --root ROOT ARGS`` (in this process) on the fake records of ``project``: its stdout."""
     root, records = project
-    monkeypatch.setattr(view, "exp_show", lambda where: records if where == root else pytest.fail(str(where)))
+    monkeypatch.setattr(exps, "exp_show", lambda where: records if where == root else pytest.fail(str(where)))
     assert cli.main(["runs", "--root", str(root), *args]) == 0
     return capsys.readouterr().out
 
@@ -204,17 +204,17 @@ def test_seed_groups_show_mean_and_sd_and_which_gaps_are_noise(
 def test_seed_groups_need_equal_params_and_leave_csv_json_per_run(
     seed_project: tuple[Path, list[dict]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(view, "exp_show", lambda where: seed_project[1])
-    runs = records.collect(seed_project[0])
+    monkeypatch.setattr(exps, "exp_show", lambda where: seed_project[1])
+    runs = exps.collect(seed_project[0])
     shown = [
-        r.name if isinstance(r, records.Run) else [m.name for m in r.members] for r in view.group_rows(runs)
+        r.name if isinstance(r, exps.Run) else [m.name for m in r.members] for r in view.group_rows(runs)
     ]
     assert shown == ["workspace", "main", "a-long", ["a-1", "a-2", "a-3"], "a-again", ["b-1", "b-2", "b-3"]]
-    one = records.Run("one", "0000001", None, {"train.lr": 0.05, "train.seed": 0})
-    other = records.Run("other", "0000002", None, {"train.lr": 0.05, "train.seed": 1, "data.root": "x"})
-    queued = records.Run("later", "0000003", "queued", {"train.lr": 0.05, "train.seed": 2})
-    workspace = records.Run("workspace", "", None, {"train.lr": 0.05, "train.seed": 5})  # a copy of some run
-    twin = records.Run("twin", "0000004", "success", {"train.lr": 0.05, "train.seed": 3})
+    one = exps.Run("one", "0000001", None, {"train.lr": 0.05, "train.seed": 0})
+    other = exps.Run("other", "0000002", None, {"train.lr": 0.05, "train.seed": 1, "data.root": "x"})
+    queued = exps.Run("later", "0000003", "queued", {"train.lr": 0.05, "train.seed": 2})
+    workspace = exps.Run("workspace", "", None, {"train.lr": 0.05, "train.seed": 5})  # a copy of some run
+    twin = exps.Run("twin", "0000004", "success", {"train.lr": 0.05, "train.seed": 3})
     # data.root differs; a queued run has no AP; the workspace is a copy: only one and twin are a group
     assert view.group_rows([workspace, one, other, queued, twin]) == [
         workspace,
