@@ -123,9 +123,7 @@ def test_unknown_experiment_and_not_a_project_are_one_line_errors(project: Path,
 
 def test_params_that_do_not_fit_are_named_not_cut() -> None:
     params = [{f"model.layer_{k}.units": 100 * k + i for k in range(30)} for i in range(2)]
-    runs = [
-        exps.Run(f"exp-{i}", f"{i}abcdef", None, params[i], {}, {"Car 3d": 50.0 + i}) for i in range(2)
-    ]
+    runs = [exps.Run(f"exp-{i}", f"{i}abcdef", None, params[i], {}, {"Car 3d": 50.0 + i}) for i in range(2)]
     text = view.table(runs)
     assert max(map(len, text.splitlines())) <= 120
     assert "layer_0.units" in text.splitlines()[0]  # the header keeps its last parts
