@@ -14,6 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PGNN_SHARED", REPO.parent / "shared"))
 
+# The suite runs one pytest-xdist worker per core, so a test's OpenMP threads share the cores with another
+# worker: threads that spin while they wait lose whole time slices to it (measure it with
+# `benchmarks/profile_train.py threads --busy 1`). Sleeping at once keeps a 2-thread test near its fair
+# share; results do not depend on the wait policy.
+os.environ.setdefault("GOMP_SPINCOUNT", "0")
+
 
 def _need(path: Path) -> Path:
     if not path.exists():
