@@ -9,6 +9,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,9 @@ def test_two_worker_prepare_raises_the_workers_data_error(kitti_sample: Path, tm
 class _TwoArgError(Exception):
     def __init__(self, a: str, b: str) -> None:  # pickles as cls(text): unpickling fails in the parent
         super().__init__(f"{a} {b}")
+        # and a lock never pickles: the trip fails even where an earlier test's import (dask, distributed:
+        # tblib's pickling_support) made exceptions pickle without calling __init__
+        self.held = threading.Lock()
 
 
 def _failing_build(task: ShardTask, path: Path) -> None:
