@@ -309,15 +309,20 @@ def _build_all(
 def _build_in_worker(build: Callable[[ShardTask, Path], None], task: ShardTask, path: Path) -> None:
     """``build(task, path)`` in a pool worker. An exception that would not survive the trip back to the
     parent (one that cannot be pickled and unpickled, which the pool reports only as ``BrokenProcessPool``) is
-    replaced by a RuntimeError that names the shard and keeps the original's type and text."""
+    replaced by a RuntimeError that names the shard and keeps the original's type and text. The replacement
+    is raised outside the handler, so it carries no ``__context__``: where tblib's pickling support is
+    installed (dask and distributed install it on import), a chained exception is pickled with its chain."""
     try:
         build(task, path)
+        return
     except Exception as e:
         try:
             pickle.loads(pickle.dumps(e))  # round trip of our own object, not untrusted data
         except Exception:
-            raise RuntimeError(f"building {path}: {type(e).__name__}: {e}") from None
-        raise
+            replacement = RuntimeError(f"building {path}: {type(e).__name__}: {e}")
+        else:
+            raise
+    raise replacement
 
 
 def one_thread_per_process() -> None:

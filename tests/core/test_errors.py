@@ -6,10 +6,10 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from pgnn.config.params import Params, load_params
 from pgnn.config.presets import resolve
 from pgnn.core.errors import DataError, ParamsError, PgnnError, WriteError, one_line, user_errors
 from pgnn.core.io import atomic_path, write_text_atomic
-from pgnn.core.shards import ShardPlan, ShardTask, run_plan
+from pgnn.core.shards import run_plan
 from pgnn.data.prepare import prepare_plan
 from pgnn.graphs.npzstore import save_npz
 
@@ -75,23 +75,42 @@ def test_two_worker_prepare_raises_the_workers_data_error(kitti_sample: Path, tm
     assert "expected 15 fields, got 14" in str(info.value)
 
 
-class _TwoArgError(Exception):
-    def __init__(self, a: str, b: str) -> None:  # pickles as cls(text): unpickling fails in the parent
+_UNPICKLABLE_WORKER_ERROR = """
+import sys, threading
+from pathlib import Path
+from pgnn.core.shards import ShardPlan, ShardTask, run_plan
+
+if sys.argv[2] == "tblib":  # what importing dask or distributed does: exceptions pickle with their chain
+    from tblib import pickling_support
+    pickling_support.install()
+
+class TwoArgError(Exception):
+    def __init__(self, a, b):  # pickles as cls(text): unpickling fails in the parent
         super().__init__(f"{a} {b}")
-        # and a lock never pickles: the trip fails even where an earlier test's import (dask, distributed:
-        # tblib's pickling_support) made exceptions pickle without calling __init__
-        self.held = threading.Lock()
+        self.held = threading.Lock()  # and a lock never pickles, even with tblib's support
+
+def failing_build(task, path):
+    raise TwoArgError("half", "way")
+
+tasks = tuple(ShardTask(f"shard-{i}.npz", (f"{i:06d}",), f"k{i}") for i in range(2))
+try:
+    run_plan(ShardPlan(Path(sys.argv[1]), tasks, failing_build, "graphs", {}, "c"), workers=2, log=None)
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+"""
 
 
-def _failing_build(task: ShardTask, path: Path) -> None:
-    raise _TwoArgError("half", "way")
-
-
-def test_an_unpicklable_worker_error_still_names_its_shard(tmp_path: Path) -> None:
-    tasks = tuple(ShardTask(f"shard-{i}.npz", (f"{i:06d}",), f"k{i}") for i in range(2))
-    plan = ShardPlan(tmp_path, tasks, _failing_build, "graphs", {}, "c")
-    with pytest.raises(RuntimeError, match=r"building .*shard-\d\.npz: _TwoArgError: half way"):
-        run_plan(plan, workers=2, log=None)
+@pytest.mark.parametrize("pickling", ["plain", "tblib"])
+def test_an_unpicklable_worker_error_still_names_its_shard(tmp_path: Path, pickling: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _UNPICKLABLE_WORKER_ERROR, str(tmp_path), pickling],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # was, with tblib: BrokenProcessPool (the replacement RuntimeError carried the original as its context)
+    assert re.fullmatch(r"RuntimeError: building .*shard-\d\.npz: TwoArgError: half way\n", done.stdout)
 
 
 # ----------------------------------------------------------------------------------------------------------
