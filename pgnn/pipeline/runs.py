@@ -117,14 +117,14 @@ def group_rows(runs: Sequence[Run]) -> list[Row]:
     other runs as they are, in ``runs``' order.
 
     A seed group is two or more finished runs (the baseline commit and experiments, not the workspace: it is
-    a copy of one of them) that have ``train.seed`` and whose other params are all equal, ordered by seed. A
-    run whose seed is already in its group (the first in ``runs``' order has it: a `dvc exp run` of unchanged
-    params reuses earlier results) stays a row of its own.
+    a copy of one of them) that have ``train.seed`` and whose other params (of every params file) are all
+    equal, ordered by seed. A run whose seed is already in its group (the first in ``runs``' order has it: a
+    `dvc exp run` of unchanged params reuses earlier results) stays a row of its own.
     """
     buckets: dict[str, list[int]] = {}
     for i, run in enumerate(runs):
         if run.rev and run.state in DONE_STATES and SEED in run.params:
-            others = {k: v for k, v in run.params.items() if k != SEED}
+            others = {k: v for k, v in run.params.items() if not _is_seed(k)}
             bucket = buckets.setdefault(json.dumps(others, sort_keys=True, default=str), [])
             if all(runs[j].params[SEED] != run.params[SEED] for j in bucket):
                 bucket.append(i)
@@ -138,6 +138,12 @@ def group_rows(runs: Sequence[Run]) -> list[Row]:
         elif i not in grouped:
             rows.append(run)
     return rows
+
+
+def _is_seed(key: str) -> bool:
+    """``train.seed`` of params.yaml or of another params file (``params.resolved.yaml:train.seed``: the
+    pipeline's stages declare the resolved seed, so DVC shows it beside the one the user set)."""
+    return key == SEED or key.endswith(f":{SEED}")
 
 
 def _seed_order(run: Run) -> tuple[int, int]:

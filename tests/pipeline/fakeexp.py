@@ -123,7 +123,10 @@ def seed_records(root: Path) -> list[dict]:
         run_in(root, "git", "commit", "-qm", name)
         rev = run_in(root, "git", "rev-parse", "HEAD").stdout.strip()
         data = {
-            "params": {"params.yaml": {"data": {"train": dict(train)}}},
+            "params": {  # as in the pipeline: the stages' resolved keys beside params.yaml's
+                "params.yaml": {"data": {"train": dict(train)}},
+                "params.resolved.yaml": {"data": {"train": {**train, "decay_step": 750}}},
+            },
             "metrics": {PATHS["ap"]: {"data": {"Car": {"3d": ap3d, "bev": bev}}}},
         }
         records[name] = {"rev": rev, "name": name, "data": data}
