@@ -76,7 +76,6 @@ def main() -> None:
     import torch
 
     from pgnn.config.network import MODEL_PRESETS
-    from pgnn.config.presets import PRESETS
     from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, apply_augmentations
     from pgnn.data.frames import load_frame
     from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db
@@ -87,6 +86,7 @@ def main() -> None:
     from pgnn.graphs.records import graph_record
     from pgnn.nn.graph_input import collate_graphs, graph_input_from_arrays
     from pgnn.nn.model import PointGNN
+    from pgnn.recipe.presets import PRESETS
     from pgnn.training.dataset import AugmentedRecords, augment_rng
 
     torch.set_num_threads(1)

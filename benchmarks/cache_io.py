@@ -72,9 +72,9 @@ Record = dict[str, np.ndarray]
 
 def real_records(root: Path, frame_ids: Sequence[str], preset: str = PRESET) -> list[Record]:
     """Graph records of real KITTI frames, as the ``graphs`` stage caches them."""
-    from pgnn.config.presets import PRESETS
     from pgnn.data.frames import load_frame
     from pgnn.graphs.records import graph_record
+    from pgnn.recipe.presets import PRESETS
 
     recipe = PRESETS[preset]
     return [
@@ -85,10 +85,10 @@ def real_records(root: Path, frame_ids: Sequence[str], preset: str = PRESET) -> 
 
 def synthetic_records(count: int, seed: int = 0, preset: str = PRESET) -> list[Record]:
     """Graph records of synthetic frames 0 .. count-1."""
-    from pgnn.config.presets import PRESETS
     from pgnn.data.frames import frame_from_scan
     from pgnn.data.synthetic.dataset import generate_frame
     from pgnn.graphs.records import graph_record
+    from pgnn.recipe.presets import PRESETS
 
     recipe = PRESETS[preset]
     records = []

@@ -20,7 +20,7 @@ do:
    protocol cannot score few cars (:func:`car_ap`), each is also scored on the frames repeated ``--copies``
    times.
 
-The overrides (params.yaml sections, applied by ``pgnn.config.presets.resolve``):
+The overrides (params.yaml sections, applied by ``pgnn.recipe.presets.resolve``):
 
 * ``model.gnn_layers``: ``--iterations`` Point-GNN iterations of the preset's layer (T1 by default: a step of
   the T3 model takes seconds on this CPU);
@@ -203,7 +203,6 @@ def curve_table(rows: dict[int, dict[str, float]]) -> str:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from pgnn.config.presets import resolve
     from pgnn.eval.report import format_table
     from pgnn.nn.checkpoint import checkpoint_name
     from pgnn.pipeline.steps.evaluate import evaluate_step
@@ -211,6 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from pgnn.pipeline.steps.predict import predict_step
     from pgnn.pipeline.steps.prepare import prepare_step
     from pgnn.pipeline.steps.train import train_step
+    from pgnn.recipe.presets import resolve
 
     torch.set_num_threads(1)
     work = Path(args.work)

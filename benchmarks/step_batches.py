@@ -17,11 +17,11 @@ from typing import Any
 import torch
 
 from pgnn.config.params import DataConfig, Params
-from pgnn.config.presets import Recipe, resolve
 from pgnn.data.frames import load_frame
 from pgnn.graphs.records import graph_record
 from pgnn.nn.losses import regularized_parameters
 from pgnn.nn.model import PointGNN
+from pgnn.recipe.presets import Recipe, resolve
 from pgnn.training.batches import TrainBatch, collate_records
 from pgnn.training.distributed import Dist
 from pgnn.training.live import IntervalStats

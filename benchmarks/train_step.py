@@ -5,7 +5,7 @@
 Graphs:
 
 * ``synth``: what the default pipeline trains on: synthetic KITTI frames (``pgnn synth``, seed 0) through
-  ``pgnn.graphs.records.graph_record`` with the default recipe (``pgnn.config.presets.resolve(Params())``:
+  ``pgnn.graphs.records.graph_record`` with the default recipe (``pgnn.recipe.presets.resolve(Params())``:
   the ``car``
   training graph, 0.8 m random keypoints, cap 256): ~1.4-2.1k keypoints, ~90k level-0 and 45-90k level-1
   edges per frame.
@@ -66,9 +66,9 @@ def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None
 
     if kind == "synth":
         from pgnn.config.params import Params
-        from pgnn.config.presets import resolve
         from pgnn.data.frames import load_frame
         from pgnn.graphs.records import graph_record
+        from pgnn.recipe.presets import resolve
 
         recipe = resolve(Params())
         record = graph_record(load_frame(synth_root, frame), recipe.graph, recipe.targets, 0)

@@ -3,7 +3,7 @@
 In that order, and each step only when the one before passed:
 
 1. the arguments (one line on stderr and status 2 for a bad one, in about a second: prefect is not imported);
-2. params.yaml, loaded and resolved to its recipe (``pgnn.config.presets.resolve``): a bad value is one line
+2. params.yaml, loaded and resolved to its recipe (``pgnn.recipe.presets.resolve``): a bad value is one line
    ``python -m flows: error: params.yaml: <key>: <what was expected>`` (pgnn.core.errors), status 1;
 3. whether anything is to do (:func:`pgnn.pipeline.record.pending`: ``dvc status`` of the asked-for stages
    and those upstream of them, as the flow decides it). If not, say so and exit: no flow run, no Prefect
@@ -89,7 +89,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def check_params(params_path: str | Path) -> None:
     """Load params.yaml and resolve its recipe; raises the pgnn error of the first bad value."""
     from pgnn.config.params import load_params
-    from pgnn.config.presets import resolve
+    from pgnn.recipe.presets import resolve
 
     resolve(load_params(Path(params_path)))
 

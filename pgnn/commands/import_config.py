@@ -1,5 +1,5 @@
 """``pgnn import-config CONFIG.json TRAIN.json [--out params.yaml]``: an original config pair as params.yaml
-sections over a preset (``pgnn.config.original.params_overrides``)."""
+sections over a preset (``pgnn.recipe.original.params_overrides``)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from pgnn.config.original import params_overrides
     from pgnn.core.io import write_text_atomic
+    from pgnn.recipe.original import params_overrides
 
     if args.out is not None:  # an earlier import-config output (its header) may be replaced
         inputs = [args.config, args.train_config]

@@ -3,7 +3,7 @@ graph generation, labels, the model, the loss, NMS) and the *train config* (``lo
 schedule, batch, epochs, augmentation, I/O) of WeijingShi/Point-GNN and the painted fork. The pydantic models
 mirror them with the original's defaults where its code has one, and ``extra="forbid"``: a key the original
 would not read, or that pgnn cannot honour, is a ``DataError`` naming the file and the key. The translation
-into pgnn's configs is :mod:`pgnn.config.original`.
+into pgnn's configs is :mod:`pgnn.recipe.original`.
 
 Keys that describe the original's machine, not the recipe, are read and dropped: ``NUM_GPU`` and
 ``COPY_PER_GPU`` (pgnn's ``batch_size`` is the global batch over every rank, as the original's is over its

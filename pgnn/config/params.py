@@ -1,8 +1,8 @@
 """Typed configuration built from ``params.yaml``.
 
-``params.yaml`` names a *preset* (``pgnn/config/presets.py``) and, per section, keys that override it
+``params.yaml`` names a *preset* (``pgnn/recipe/presets.py``) and, per section, keys that override it
 (``null`` keeps the preset's value). :func:`load_params` validates the file (unknown keys are errors, a
-``ParamsError`` naming the file and key); :func:`pgnn.config.presets.resolve` turns it into the typed
+``ParamsError`` naming the file and key); :func:`pgnn.recipe.presets.resolve` turns it into the typed
 sub-configs that each pgnn function takes. Stages and flows pass only the sub-config a function needs.
 """
 
@@ -127,7 +127,7 @@ M = TypeVar("M", bound=BaseModel)
 class ResolvedParams:
     """``params.resolved.yaml`` as a stage reads it: the typed sections it asks for, nothing else.
 
-    The ``params`` stage writes the file (:mod:`pgnn.config.resolved`); every other stage declares, in
+    The ``params`` stage writes the file (:mod:`pgnn.recipe.resolved`); every other stage declares, in
     ``dvc.yaml``, exactly the keys of it that its outputs depend on, and reads them through
     :meth:`section` / :meth:`whole`. ``on_load(key, obj)`` is told of every typed object handed out (the
     test that checks the declared params records what each stage reads through it).
@@ -171,7 +171,7 @@ class ResolvedParams:
         return self._validate(key, model, self.raw[key])
 
     def whole(self, model: type[M]) -> M:
-        """The whole file as a ``model`` (:class:`pgnn.config.resolved.Resolved`)."""
+        """The whole file as a ``model`` (:class:`pgnn.recipe.resolved.Resolved`)."""
         return self._validate("", model, self.raw)
 
 

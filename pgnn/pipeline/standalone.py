@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from pgnn.config.params import Params, ResolvedParams, load_params, params_digest, values_digest
-from pgnn.config.resolved import resolve_params, write_resolved
 from pgnn.pipeline.runner import item_of, run_item, stage_items, upstream
 from pgnn.pipeline.stages import Layout
+from pgnn.recipe.resolved import resolve_params, write_resolved
 from pgnn.training.distributed import init_distributed
 
 

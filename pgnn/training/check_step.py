@@ -7,7 +7,7 @@ and per-step history (``steps/*``: learning rates, loss terms, gradient and weig
 named as in TF (``layer2/extract_vertex_features/fully_connected/weights``, slim layout [in, out]).
 
 :func:`check_train_step` builds pgnn's model, loss and optimiser from the two original-format JSON files
-(:mod:`pgnn.config.original`), loads the case's initial weights, and runs K steps of pgnn's *own* training
+(:mod:`pgnn.recipe.original`), loads the case's initial weights, and runs K steps of pgnn's *own* training
 step (``pgnn.training.step.train_step``, the function the training loop calls, with
 ``pgnn.training.schedule.learning_rate``
 and the TF1 optimiser of :mod:`pgnn.training.tf1_optim`) on the saved batch. It reports relative errors::
@@ -45,18 +45,18 @@ import numpy as np
 import torch
 
 from pgnn.config.network import LossConfig, ModelConfig
-from pgnn.config.original import (
+from pgnn.config.training import TrainConfig
+from pgnn.core.errors import DataError
+from pgnn.nn.losses import compute_loss, regularized_parameters
+from pgnn.nn.model import PointGNN
+from pgnn.nn.weights import tf_variable_names
+from pgnn.recipe.original import (
     loss_config,
     model_config,
     read_original_config,
     read_original_train_config,
     train_config,
 )
-from pgnn.config.training import TrainConfig
-from pgnn.core.errors import DataError
-from pgnn.nn.losses import compute_loss, regularized_parameters
-from pgnn.nn.model import PointGNN
-from pgnn.nn.weights import tf_variable_names
 from pgnn.training.batches import TrainBatch
 from pgnn.training.check_case import (
     as_tf,

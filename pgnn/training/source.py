@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pgnn.config.presets import Recipe
-from pgnn.config.resolved import ValidationConfig
 from pgnn.config.training import RESUMABLE_CHANGES
 from pgnn.core.io import sha256_file
 from pgnn.core.shards import read_manifest, stable_hash
 from pgnn.data.prepare import frames_with_classes, prepared_label_types
 from pgnn.graphs.cache import GraphCache
 from pgnn.graphs.targets import object_classes
+from pgnn.recipe.presets import Recipe
+from pgnn.recipe.resolved import ValidationConfig
 from pgnn.training.batches import SubsetSource
 from pgnn.training.dataset import AugmentedRecords
 

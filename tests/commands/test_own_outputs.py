@@ -70,9 +70,9 @@ def test_export_recognises_the_files_it_writes(tmp_path: Path) -> None:
 
     from pgnn.commands.export import is_export
     from pgnn.config.params import Params
-    from pgnn.config.presets import resolve
     from pgnn.nn.export import PT2_EXTRA_FILE, export_metadata
     from pgnn.pipeline.steps.train import model_card
+    from pgnn.recipe.presets import resolve
 
     meta = export_metadata(model_card(resolve(Params())), 3)
     program = torch.export.export(torch.nn.Linear(2, 1), (torch.zeros(1, 2),))

@@ -1,6 +1,6 @@
 """Every params value checked against its meaning (pgnn/config/types.py): generated over the models.
 
-Walking the typed params (:class:`pgnn.config.resolved.Resolved`, the whole of params.yaml once its preset is
+Walking the typed params (:class:`pgnn.recipe.resolved.Resolved`, the whole of params.yaml once its preset is
 resolved, and every model under it): no int or float field takes ``true`` (pydantic's lax mode reads it as
 1), no bool field takes ``1``, no float field takes ``.nan`` or ``.inf``, and no int field takes ``10**30``
 (every count has an upper bound). Then the same through ``params.yaml`` (the key is named), a non-numeric
@@ -23,10 +23,10 @@ from pydantic import BaseModel, ValidationError
 
 from pgnn.cli import main as cli_main
 from pgnn.config.params import Params, load_params
-from pgnn.config.presets import PRESETS
-from pgnn.config.resolved import Resolved, resolve_params
 from pgnn.config.training import OPTIMIZER_KWARGS
 from pgnn.core.errors import DataError, ParamsError
+from pgnn.recipe.presets import PRESETS
+from pgnn.recipe.resolved import Resolved, resolve_params
 
 REPO = Path(__file__).resolve().parents[2]
 HUGE = 10**30

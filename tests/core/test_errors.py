@@ -17,12 +17,12 @@ import pytest
 import pgnn.core.io
 from pgnn import cli
 from pgnn.config.params import Params, load_params
-from pgnn.config.presets import resolve
 from pgnn.core.errors import DataError, ParamsError, PgnnError, WriteError, one_line, user_errors
 from pgnn.core.io import atomic_path, write_text_atomic
 from pgnn.core.shards import run_plan
 from pgnn.data.prepare import prepare_plan
 from pgnn.graphs.npzstore import save_npz
+from pgnn.recipe.presets import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 

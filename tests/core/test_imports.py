@@ -1,8 +1,9 @@
 """pgnn/core/imports.py: the static import closure (lazy and relative imports, packages) on a toy package,
-and the no-cycle rule on pgnn itself."""
+the no-cycle rule and the floor order on pgnn and flows/."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pgnn.core.imports import PACKAGE_ROOT, closure, closure_files, direct_imports, module_path, third_party
@@ -117,6 +118,84 @@ def test_flows_and_pgnn_have_no_import_cycles_and_pgnn_never_imports_flows() -> 
     assert "flows.pipeline" in graph["flows.cli"]  # the graph holds the flows edges (lazy ones too)
     assert strongly_connected(graph) == []
     assert not [m for m in modules if m.startswith("pgnn") and any(d.startswith("flows") for d in graph[m])]
+
+
+# The floors, top to bottom: a module imports only from its own folder or from a floor above it (an earlier
+# line). training and inference share a floor and import neither each other. docs/ARCHITECTURE.md's map lists
+# the same folders in the same order (checked below).
+LAYERS = (
+    ("core",),
+    ("config",),
+    ("data",),
+    ("viz",),
+    ("graphs",),
+    ("nn",),
+    ("recipe",),
+    ("training", "inference"),
+    ("eval",),
+    ("pipeline",),
+    ("commands",),
+    ("cli",),
+    ("flows",),
+)
+RANK = {folder: rank for rank, floor in enumerate(LAYERS) for folder in floor}
+
+
+def folder_of(module: str) -> str:
+    """``pgnn.graphs.build`` -> ``graphs``; ``pgnn`` (its __init__ applies the CPU pin) -> ``core``;
+    ``flows.cli`` -> ``flows``."""
+    parts = module.split(".")
+    if parts[0] == "flows":
+        return "flows"
+    return parts[1] if len(parts) > 1 else "core"
+
+
+def upward_imports(root: Path = PACKAGE_ROOT) -> list[str]:
+    """Every import in pgnn/ and flows/ under ``root`` that reaches a lower floor or a sibling folder of its
+    own floor, as ``importer -> imported``."""
+    packages = ("pgnn", "flows")
+    out = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+            here = folder_of(module)
+            for imported in sorted(direct_imports(module, root, packages=packages)):
+                there = folder_of(imported)
+                if there != here and RANK[there] >= RANK[here]:
+                    out.append(f"{module} -> {imported}")
+    return out
+
+
+def test_the_layer_check_finds_a_planted_upward_import(tmp_path: Path) -> None:
+    write(tmp_path, "pgnn/__init__.py", "")
+    write(tmp_path, "pgnn/core/__init__.py", "")
+    write(tmp_path, "pgnn/core/io.py", "X = 1\n")
+    write(tmp_path, "pgnn/nn/__init__.py", "")
+    write(tmp_path, "pgnn/nn/model.py", "from pgnn.core.io import X\n")
+    write(tmp_path, "pgnn/training/__init__.py", "")
+    write(tmp_path, "pgnn/training/loop.py", "import pgnn.nn.model\n")
+    write(tmp_path, "pgnn/inference/__init__.py", "")
+    write(tmp_path, "pgnn/inference/run.py", "def f():\n    from pgnn.training import loop  # lazy\n")
+    write(tmp_path, "flows/__init__.py", "")
+    sibling = ["pgnn.inference.run -> pgnn.training", "pgnn.inference.run -> pgnn.training.loop"]
+    assert upward_imports(tmp_path) == sibling  # a sibling on its own floor
+    write(tmp_path, "pgnn/core/planted.py", "def f():\n    import pgnn.nn.model\n")  # lazy, from below
+    assert upward_imports(tmp_path) == [
+        "pgnn.core.planted -> pgnn.nn.model",
+        *sibling,
+    ]
+
+
+def test_pgnn_and_flows_import_only_from_the_floors_above() -> None:
+    folders = {p.name for p in (PACKAGE_ROOT / "pgnn").iterdir() if (p / "__init__.py").is_file()}
+    assert folders | {"cli", "flows"} == set(RANK)  # every folder has a floor
+    assert upward_imports() == []
+
+
+def test_the_architecture_map_lists_the_floors_in_order() -> None:
+    text = (PACKAGE_ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    listed = re.findall(r"^pgnn/(\w+)/ ", text, flags=re.MULTILINE)
+    assert listed == [folder for floor in LAYERS for folder in floor if folder not in ("cli", "flows")]
 
 
 def test_no_module_over_500_lines() -> None:

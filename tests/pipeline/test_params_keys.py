@@ -23,13 +23,13 @@ import yaml
 from pydantic import ValidationError
 
 import pgnn.training.source
-from pgnn.config.resolved import Resolved
 from pgnn.config.training import RESUMABLE_CHANGES
 from pgnn.pipeline.runner import run_in_order
 from pgnn.pipeline.stages import SPLITS, STAGES, UNTRACKED_PARAMS, Layout
 from pgnn.pipeline.steps.graphs import graphs_plan
 from pgnn.pipeline.steps.prepare import prepare_plan
 from pgnn.pipeline.steps.train import train_meta
+from pgnn.recipe.resolved import Resolved
 from pgnn.training.source import train_run_key
 
 TINY = {

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from pgnn.config.params import Params
-from pgnn.config.presets import resolve
 from pgnn.core.errors import DataError
 from pgnn.core.shards import read_manifest
 from pgnn.data.synthetic.dataset import generate_dataset
@@ -21,6 +20,7 @@ from pgnn.pipeline.steps.graphs import graphs_step
 from pgnn.pipeline.steps.predict import predict_step
 from pgnn.pipeline.steps.prepare import prepare_step
 from pgnn.pipeline.steps.train import model_card
+from pgnn.recipe.presets import resolve
 
 
 @pytest.fixture(scope="module")

@@ -27,10 +27,10 @@ import yaml
 from pydantic import BaseModel
 
 from pgnn.config.params import Params, ResolvedParams, load_params
-from pgnn.config.resolved import Resolved, resolve_params, resolved_text
 from pgnn.core.errors import ParamsError
 from pgnn.pipeline.dvcyaml import stage_dict
 from pgnn.pipeline.stages import STAGES, UNTRACKED_PARAMS, Layout, Stage
+from pgnn.recipe.resolved import Resolved, resolve_params, resolved_text
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pgnn.config.presets import PRESETS
 from pgnn.nn.checkpoint import load_checkpoint
 from pgnn.pipeline.standalone import train_project
+from pgnn.recipe.presets import PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
 VELODYNE = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")

@@ -20,7 +20,6 @@ import torch
 
 from pgnn.config.graphs import TargetsConfig
 from pgnn.config.params import Params
-from pgnn.config.presets import PRESETS, resolve
 from pgnn.config.training import TrainConfig
 from pgnn.core.boxes import expand_boxes, points_in_boxes
 from pgnn.core.errors import DataError
@@ -33,6 +32,7 @@ from pgnn.data.labels import labels_to_boxes
 from pgnn.data.prepare import PreparedFrames, prepare_plan, read_prepared_dir
 from pgnn.graphs.records import graph_record
 from pgnn.pipeline.steps.gt_db import gt_db_step
+from pgnn.recipe.presets import PRESETS, resolve
 from pgnn.training.batches import RecordDataset
 from pgnn.training.dataset import (
     AugmentedRecords,

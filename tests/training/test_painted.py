@@ -18,12 +18,12 @@ import torch
 
 from pgnn.config.graphs import GRAPH_PRESETS
 from pgnn.config.params import Params
-from pgnn.config.presets import resolve
 from pgnn.core.shards import run_plan
 from pgnn.data.frames import load_frame
 from pgnn.data.kitti import PAINTED_CLASSES
 from pgnn.data.labels import read_labels
 from pgnn.data.prepare import SCORE_COLUMNS, prepare_plan, read_prepared_dir
+from pgnn.recipe.presets import resolve
 from pgnn.training.dataset import AugmentedRecords
 
 PAINTED = ("000000", "000001", "000002", "000003", "000004", "000005")

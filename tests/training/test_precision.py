@@ -21,12 +21,12 @@ import torch
 from test_loop import LOSS, META, TINY_MODEL, final_state, tiny_records, tiny_train_config
 
 from pgnn.config.params import Params
-from pgnn.config.presets import resolve
 from pgnn.config.training import TrainConfig
 from pgnn.core.errors import ParamsError
 from pgnn.nn.losses import regularized_parameters
 from pgnn.nn.model import PointGNN
 from pgnn.nn.segment import segment_max
+from pgnn.recipe.presets import resolve
 from pgnn.training.batches import collate_records
 from pgnn.training.distributed import Dist
 from pgnn.training.live import IntervalStats

@@ -16,7 +16,6 @@ import yaml
 from test_loop import LOSS, META, TINY_MODEL, tiny_records, tiny_train_config
 
 from pgnn.config.params import Params
-from pgnn.config.presets import resolve
 from pgnn.data.prepare import frames_with_classes
 from pgnn.data.synthetic.dataset import generate_dataset
 from pgnn.nn.checkpoint import load_checkpoint
@@ -24,6 +23,7 @@ from pgnn.pipeline.runner import run_in_order, upstream
 from pgnn.pipeline.stages import STAGE_BY_NAME, Layout
 from pgnn.pipeline.standalone import train_project
 from pgnn.pipeline.steps.train import train_meta
+from pgnn.recipe.presets import resolve
 from pgnn.training.loop import train
 from pgnn.training.source import train_run_key
 

@@ -42,11 +42,11 @@ import torch
 from test_tf1_optim import RULES
 
 from pgnn.cli import main as cli_main
-from pgnn.config.original import model_config, read_original_config
 from pgnn.config.training import ORIGINAL_DEFAULT_KWARGS
 from pgnn.core.errors import DataError
 from pgnn.nn.model import PointGNN
 from pgnn.nn.weights import tf_variable_names
+from pgnn.recipe.original import model_config, read_original_config
 from pgnn.training.check_step import check_train_step, xavier_init_from_formula
 from pgnn.training.schedule import exponential_decay
 

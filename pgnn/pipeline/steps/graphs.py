@@ -10,8 +10,6 @@ from typing import Any
 
 from pgnn.config.graphs import GraphConfig, TargetsConfig
 from pgnn.config.params import ResolvedParams
-from pgnn.config.presets import Recipe
-from pgnn.config.resolved import Resolved
 from pgnn.core.errors import DataError
 from pgnn.core.io import sha256_files
 from pgnn.core.shards import (
@@ -28,6 +26,8 @@ from pgnn.graphs import records
 from pgnn.graphs.build import warm_up
 from pgnn.graphs.cache import write_graph_shard
 from pgnn.pipeline.stages import Layout, stage
+from pgnn.recipe.presets import Recipe
+from pgnn.recipe.resolved import Resolved
 
 
 def _build_graph_shard(

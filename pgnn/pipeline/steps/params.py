@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pgnn.config.params import Params, params_digest
-from pgnn.config.resolved import resolve_params, write_resolved
 from pgnn.pipeline.stages import Layout
+from pgnn.recipe.resolved import resolve_params, write_resolved
 
 
 def params_step(params: Params, params_path: Path, out_path: Path) -> bool:

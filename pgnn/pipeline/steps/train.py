@@ -10,14 +10,14 @@ from typing import Any
 import torch
 
 from pgnn.config.params import ResolvedParams
-from pgnn.config.presets import Recipe
-from pgnn.config.resolved import Resolved
 from pgnn.core.cpu import pinned_state
 from pgnn.core.io import write_json_atomic
 from pgnn.eval.validation import make_validator
 from pgnn.nn.card import TRAINING_FACTS, ModelCard
 from pgnn.nn.checkpoint import export_model
 from pgnn.pipeline.stages import Layout
+from pgnn.recipe.presets import Recipe
+from pgnn.recipe.resolved import Resolved
 from pgnn.training.loop import train
 from pgnn.training.source import train_augments, train_records, train_run_key
 

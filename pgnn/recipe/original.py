@@ -216,7 +216,7 @@ def params_overrides(
     pgnn's own settings (checkpoint interval, logging, seeds) and the runtime graph: params.yaml cannot
     override that one, so the pair's ``runtime_graph_gen_kwargs`` must equal the preset's.
     """
-    from pgnn.config.presets import PRESETS
+    from pgnn.recipe.presets import PRESETS
 
     config_path, train_config_path = Path(config_path), Path(train_config_path)
     cfg = read_original_config(config_path)
@@ -277,13 +277,13 @@ def _check_expressible(
     augment: AugmentConfig,
     source: Path,
 ) -> None:
-    """Resolve ``params`` as ``pgnn.config.presets.resolve`` will and check it gives the translated configs.
+    """Resolve ``params`` as ``pgnn.recipe.presets.resolve`` will and check it gives the translated configs.
 
     params.yaml's ``null`` keeps the preset's value, so e.g. "no regulariser" or "no step limit" over a
     preset that has one cannot be written; that is a ``DataError`` naming the setting.
     """
     from pgnn.config.params import Params
-    from pgnn.config.presets import PRESETS, resolve
+    from pgnn.recipe.presets import PRESETS, resolve
 
     base = PRESETS[params["preset"]]
     nulls = [f"loss.{k}" for k in LOSS_KEYS if getattr(loss, k) is None and getattr(base.loss, k) is not None]

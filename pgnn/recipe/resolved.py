@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict
 
 from pgnn.config.inference import PostprocessConfig
 from pgnn.config.params import RESOLVED_SOURCE, DataConfig, EvalConfig, Params, PlotsConfig, SyntheticConfig
-from pgnn.config.presets import Recipe, resolve
 from pgnn.core.io import write_text_atomic
 from pgnn.graphs.targets import object_classes
+from pgnn.recipe.presets import Recipe, resolve
 
 
 class ValidationConfig(BaseModel):
@@ -76,7 +76,7 @@ ORDER = (
 
 
 def resolve_params(params: Params, source: str | Path = "params.yaml") -> Resolved:
-    """``params`` (read from ``source``) with the preset resolved (:func:`pgnn.config.presets.resolve`; its
+    """``params`` (read from ``source``) with the preset resolved (:func:`pgnn.recipe.presets.resolve`; its
     ParamsError names ``source`` and the key) and the derived sections filled in."""
     recipe = resolve(params, source)
     classes = params.eval.classes or object_classes(recipe.targets.label_method)

@@ -1,4 +1,4 @@
-"""pgnn/config/params.py + pgnn/config/presets.py: params.yaml validation and preset resolution."""
+"""pgnn/config/params.py + pgnn/recipe/presets.py: params.yaml validation and preset resolution."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pgnn.config.params import Params, load_params
-from pgnn.config.presets import PRESETS, resolve
 from pgnn.core.errors import DataError
 from pgnn.graphs.targets import method_class_names
+from pgnn.recipe.presets import PRESETS, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The original's config pairs (``tests/config/original_configs``, see its README) translate into pgnn's
+"""The original's config pairs (``tests/recipe/original_configs``, see its README) translate into pgnn's
 configs, and pgnn's presets equal the recipes they are named after.
 
 A preset equals an original pair when ``pgnn import-config``'s params.yaml sections for the pair, applied over
@@ -18,7 +18,9 @@ import yaml
 
 from pgnn.cli import main as cli_main
 from pgnn.config.network import MODEL_PRESETS
-from pgnn.config.original import (
+from pgnn.config.params import Params, load_params
+from pgnn.core.errors import DataError
+from pgnn.recipe.original import (
     loss_config,
     model_config,
     params_overrides,
@@ -26,9 +28,7 @@ from pgnn.config.original import (
     read_original_train_config,
     train_config,
 )
-from pgnn.config.params import Params, load_params
-from pgnn.config.presets import PRESETS, resolve
-from pgnn.core.errors import DataError
+from pgnn.recipe.presets import PRESETS, resolve
 
 ORIGINAL = Path(__file__).parent / "original_configs"
 
