@@ -28,6 +28,8 @@ import flows  # noqa: F401  (applies the offline Prefect settings before prefect
 # isort: split
 import importlib
 import json
+import runpy
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -285,3 +287,13 @@ def train_evaluate_flow(
 
 
 FLOWS = {"full": pgnn_pipeline, "preprocess": preprocess_flow, "train-evaluate": train_evaluate_flow}
+
+
+OLD_ENTRY_NOTE = (
+    "python -m flows.pipeline: note: this entry is now `python -m flows` (the same arguments); "
+    "the old name stays for one release"
+)
+
+if __name__ == "__main__":  # the entry the docs named before `python -m flows`: it runs that, with a note
+    print(OLD_ENTRY_NOTE, file=sys.stderr)
+    runpy.run_module("flows", run_name="__main__", alter_sys=True)  # as `python -m flows`, these arguments

@@ -213,6 +213,16 @@ def test_cli_rejects_bad_arguments_and_params_in_one_line_before_prefect_starts(
     assert line.startswith("python -m flows: error: params.yaml: graph.radius: "), line
 
 
+def test_the_old_entry_runs_python_m_flows_with_a_note():
+    """``python -m flows.pipeline`` (the entry documented before ``python -m flows``) once imported the flows
+    and exited 0 having run nothing; now it is ``python -m flows`` with a note first."""
+    out = _python("-m", "flows.pipeline", "--stages", "nosuch")
+    assert out.returncode == 2 and out.stdout == ""
+    note, error = out.stderr.splitlines()
+    assert note.startswith("python -m flows.pipeline: note: this entry is now `python -m flows`")
+    assert error.startswith("python -m flows: error: argument --stages: invalid choice: 'nosuch'")
+
+
 def test_ap_table_rows():
     results = {"Car/3d/moderate/R40": 12.345, "Car/bev/easy/R11": 50.0, "Pedestrian/3d/hard/R40": 1.0}
     rows = ap_table(results)
