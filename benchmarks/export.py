@@ -65,7 +65,7 @@ def _frame_ms(detector: Detector, frame_id: str) -> tuple[float, float, int]:
     frame = load_frame(root, frame_id)
     t_read = time.perf_counter() - t0
     card = detector.card
-    detections, times = predict_frame(
+    prediction = predict_frame(
         detector.network,
         card,
         frame,
@@ -74,6 +74,7 @@ def _frame_ms(detector: Detector, frame_id: str) -> tuple[float, float, int]:
         "cpu",
         np.random.default_rng(0),
     )
+    detections, times = prediction.detections, prediction.times
     total = t_read + sum(times.values())
     return 1000 * times["gnn"], 1000 * total, len(detections)
 

@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
                 raise DataError(
                     path, f"expected points in the field of view ({sensor.field_of_view} deg), got none"
                 )
-            detections, times = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
+            prediction = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
+            detections, times = prediction.detections, prediction.times
             boxes = boxes_rect_to_output(detections.boxes, sensor)  # (M, 7)
             result = detections_json(detections.names, detections.scores, detections.probabilities, boxes)
             write_json_atomic(out / f"{path.stem}.json", result)

@@ -131,20 +131,20 @@ def _write_page(args: argparse.Namespace, fid: str, explain: Any, color_by: str,
     print(f"{final}: {len(frame.labels)} labels{n}", file=sys.stderr)
 
 
-def _explainer(args: argparse.Namespace):  # noqa: ANN202 (Frame -> Explained)
+def _explainer(args: argparse.Namespace):  # noqa: ANN202 (Frame -> Prediction)
     """The checkpoint's model as a function of a frame, with the settings ``pgnn predict`` uses."""
     from functools import partial
 
     import numpy as np
 
     from pgnn.inference.backends import load_detector
-    from pgnn.inference.explain import explain_frame
+    from pgnn.inference.predict import predict_frame
     from pgnn.inference.settings import resolve_device, runtime_graph
 
     device = resolve_device(args.device)
     detector = load_detector(args.checkpoint, device)
     return partial(
-        explain_frame,
+        predict_frame,
         detector.network,
         detector.card,
         graph_cfg=runtime_graph(detector.card, args.graph_preset),

@@ -29,7 +29,7 @@ class PostprocessConfig(BaseModel):
         default={2: 1}, description="class index -> class index it is reported as (the vertical-yaw classes)"
     )
     score_threshold: Real = Field(default=0.25, ge=0.0, lt=1.0, description="candidates need prob > this")
-    nms: NmsName = Field(default="merge_score", description="NMS variant, a key of NMS_FUNCTIONS")
+    nms: NmsName = Field(default="merge_score", description="NMS variant, a key of NMS_VARIANTS")
     overlap_threshold: Real = Field(default=0.01, ge=0.0, le=1.0, description="3D IoU > this is removed")
     yaw_merge: YawMerge = Field(
         default="median",

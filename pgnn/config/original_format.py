@@ -199,7 +199,11 @@ class OriginalTrainConfig(_Strict):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def load_original_config(path: str | Path) -> dict[str, Any]:
+    """The JSON object of an original config or train config file, not validated (``read_original_config``
+    and ``read_original_train_config`` validate it); ``DataError`` when it is missing, too large or deep, or
+    not a JSON object."""
+    path = Path(path)
     if not path.is_file():
         raise DataError(path, "expected an original Point-GNN config (JSON), got no such file")
     data = read_json(path, "JSON")  # bounded: size and nesting
@@ -225,7 +229,7 @@ def read_original_config(path: str | Path) -> OriginalConfig:
     """Read and validate an original config file (JSON)."""
     path = Path(path)
     try:
-        cfg = OriginalConfig.model_validate(_read_json(path))
+        cfg = OriginalConfig.model_validate(load_original_config(path))
     except ValidationError as e:
         raise _validation_error(path, "config", e) from e
     for n, layer in enumerate(cfg.model_kwargs.layer_configs):
@@ -242,6 +246,6 @@ def read_original_train_config(path: str | Path) -> OriginalTrainConfig:
     """Read and validate an original train config file (JSON)."""
     path = Path(path)
     try:
-        return OriginalTrainConfig.model_validate(_read_json(path))
+        return OriginalTrainConfig.model_validate(load_original_config(path))
     except ValidationError as e:
         raise _validation_error(path, "train config", e) from e

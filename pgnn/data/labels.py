@@ -172,6 +172,39 @@ def labels_to_boxes(labels: Sequence[Label]) -> np.ndarray:
     return boxes.reshape(-1, 7)
 
 
+def label_from_box(
+    kind: str,
+    box: np.ndarray,
+    *,
+    truncated: float,
+    occluded: int,
+    alpha: float,
+    bbox: tuple[float, float, float, float],
+    score: float | None = None,
+) -> Label:
+    """The ``Label`` of a box in the pgnn convention (``labels_to_boxes``' inverse) and its other fields.
+
+    Shapes:
+        box: (7,) ``[x, y, z, l, h, w, ry]``, rectified camera frame
+    """
+    x, y, z, l, h, w, ry = (float(v) for v in box)
+    return Label(
+        type=kind,
+        truncated=truncated,
+        occluded=occluded,
+        alpha=alpha,
+        bbox=bbox,
+        h=h,
+        w=w,
+        l=l,
+        x=x,
+        y=y,
+        z=z,
+        ry=ry,
+        score=score,
+    )
+
+
 def difficulty(label: Label) -> int:
     """KITTI difficulty: 0 easy, 1 moderate, 2 hard, -1 none (too small, occluded or truncated; and DontCare).
 

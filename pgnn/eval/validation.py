@@ -50,7 +50,7 @@ def make_validator(
         for frame, record in zip(frames, records, strict=True):
             det = predict_graph(
                 model, card, record, frame.calib.P2, frame.image_size, post_cfg, device, source=frame.frame_id
-            )
+            ).detections
             lines = kitti_result_lines(det.names, det.boxes, det.boxes_2d, det.scores)
             dt.append(parse_labels("".join(line + "\n" for line in lines), f"<val {frame.frame_id}>", True))
         ap = ap_from_curves(pr_curves(gt, dt, classes))

@@ -1,13 +1,29 @@
 """Box encodings: a box as regression targets relative to the vertex that predicts it, and back.
 
 The six encodings of the original's ``models/box_encoding.py``, as encode/decode pairs that are exact
-inverses. ``classaware_all_class_box_encoding`` (the default, used by every published config) encodes a box
-``[x, y, z, l, h, w, yaw]`` seen from vertex ``p`` with its class's median size ``(L, H, W)``::
+inverses (``ENCODINGS``, under the original's ``box_encoding_method`` names). The default,
+``classaware_all_class_box_encoding`` (used by every published config), encodes a box
+``[x, y, z, l, h, w, yaw]`` seen from vertex ``p`` with its class's median size, the anchor ``(L, H, W)``::
 
     e = [(x - px) / L, (y - py) / H, (z - pz) / W,
          log(l / L), log(h / H), log(w / W), (yaw - yaw0) / (pi / 4)]
 
-where ``yaw0`` is 0 for the class's horizontal id and pi/2 for its vertical id.
+where ``yaw0`` is 0 for the class's horizontal id and pi/2 for its vertical id. The others:
+
+===========================================  ================================================================
+name                                         encoding
+===========================================  ================================================================
+direct_encoding                              the box itself
+center_box_encoding                          the centre relative to the vertex, the rest unchanged
+voxelnet_box_encoding                        as the default with the anchors ``VOXELNET_SIZE`` (Car, and one
+                                             for Pedestrian and Cyclist), and yaw / (pi/2) on every row
+classaware_voxelnet_box_encoding             the default with the anchors ``CLASSAWARE_VOXELNET_SIZE``
+classaware_all_class_box_encoding            the default, anchors ``MEDIAN_OBJECT_SIZE``
+classaware_all_class_box_canonical_encoding  the default with the centre offset rotated into the box's frame
+===========================================  ================================================================
+
+The four anchor-scaled ones are one encoding with a table of anchors and a yaw rule; the centre one is the
+same with no anchors.
 
 Class layout
 ------------
@@ -31,7 +47,9 @@ Arrays are computed in float64; results are float32 unless an input is float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -71,7 +89,7 @@ EncodeFn = Callable[[np.ndarray, np.ndarray, np.ndarray, Sequence[str]], np.ndar
 
 
 def class_table(
-    class_names: Sequence[str], sizes: dict[str, tuple[float, float, float]]
+    class_names: Sequence[str], sizes: Mapping[str, tuple[float, float, float]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per class id: its anchor size, its yaw offset and whether it is encoded.
 
@@ -119,157 +137,95 @@ def _prepare(
     return boxes.astype(np.float64), vertex_xyz.astype(np.float64), class_ids.astype(np.int64), dtype
 
 
-# ----------------------------------------------------------------------------------------------------------
-# direct / center
-
-
-def encode_direct_encoding(
+def _direct(
     boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
 ) -> np.ndarray:
-    """The box itself. Shapes: boxes (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7)."""
+    """The box itself, both ways (``direct_encoding``). Shapes: (N, 7), (N, 3), (N,) -> (N, 7)."""
     b, _, _, dtype = _prepare(boxes, vertex_xyz, class_ids, class_names)
     return b.astype(dtype)
 
 
-def decode_direct_encoding(
-    encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Inverse of :func:`encode_direct_encoding`. Shapes as there."""
-    e, _, _, dtype = _prepare(encoded, vertex_xyz, class_ids, class_names)
-    return e.astype(dtype)
-
-
-def encode_center_box_encoding(
-    boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Centre relative to the vertex, the rest unchanged. Shapes: (N, 7), (N, 3), (N,) -> (N, 7)."""
-    b, p, _, dtype = _prepare(boxes, vertex_xyz, class_ids, class_names)
-    b[:, :3] -= p
-    return b.astype(dtype)
-
-
-def decode_center_box_encoding(
-    encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Inverse of :func:`encode_center_box_encoding`. Shapes as there."""
-    e, p, _, dtype = _prepare(encoded, vertex_xyz, class_ids, class_names)
-    e[:, :3] += p
-    return e.astype(dtype)
-
-
 # ----------------------------------------------------------------------------------------------------------
-# anchor-scaled: one shared implementation, parametrised by anchor sizes and the yaw rule
+# anchor-scaled: one implementation, parametrised by the anchor sizes and the yaw rule
 
 
-def _encode_scaled(
-    boxes: np.ndarray,
-    vertex_xyz: np.ndarray,
-    class_ids: np.ndarray,
-    class_names: Sequence[str],
-    sizes: dict[str, tuple[float, float, float]],
-    classaware_yaw: bool,
-) -> np.ndarray:
-    """Centre offset / anchor, log(size / anchor), yaw / (pi/4) about the class's yaw offset (classaware) or
-    yaw / (pi/2) on every row (voxelnet)."""
-    b, p, c, dtype = _prepare(boxes, vertex_xyz, class_ids, class_names)
-    size, yaw0, encoded = class_table(class_names, sizes)
-    s = size[c]  # (N, 3)
-    m = encoded[c]  # (N,)
-    out = b.copy()  # (N, 7)
-    out[:, :3] = b[:, :3] - p
-    out[m, :3] /= s[m]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out[m, 3:6] = np.log(b[m, 3:6] / s[m])
-    if classaware_yaw:
-        out[m, 6] = (b[m, 6] - yaw0[c[m]]) / _QUARTER_PI
-    else:
-        out[:, 6] = b[:, 6] / _HALF_PI
-    return out.astype(dtype)
+@dataclass(frozen=True)
+class _Scaled:
+    """Centre offset / anchor, log(size / anchor), and yaw / (pi/4) about the class's yaw offset
+    (``classaware_yaw``) or yaw / (pi/2) on every row (voxelnet); rows of classes without an anchor in
+    ``sizes`` only get the centre offset."""
+
+    sizes: Mapping[str, tuple[float, float, float]]
+    classaware_yaw: bool
+
+    def encode(
+        self, boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
+    ) -> np.ndarray:
+        """Shapes: boxes (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7)."""
+        b, p, c, dtype = _prepare(boxes, vertex_xyz, class_ids, class_names)
+        size, yaw0, encoded = class_table(class_names, self.sizes)
+        s = size[c]  # (N, 3)
+        m = encoded[c]  # (N,)
+        out = b.copy()  # (N, 7)
+        out[:, :3] = b[:, :3] - p
+        out[m, :3] /= s[m]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[m, 3:6] = np.log(b[m, 3:6] / s[m])
+        if self.classaware_yaw:
+            out[m, 6] = (b[m, 6] - yaw0[c[m]]) / _QUARTER_PI
+        else:
+            out[:, 6] = b[:, 6] / _HALF_PI
+        return out.astype(dtype)
+
+    def decode(
+        self, encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
+    ) -> np.ndarray:
+        """Inverse of ``encode``; e.g. for a Car of the default (3.88, 1.5, 1.63): x = px + e0 * 3.88, ...,
+        l = exp(e3) * 3.88, ..., yaw = e6 * pi/4 (+ pi/2 for the vertical id). Shapes as there."""
+        e, p, c, dtype = _prepare(encoded, vertex_xyz, class_ids, class_names)
+        size, yaw0, enc = class_table(class_names, self.sizes)
+        s = size[c]
+        m = enc[c]
+        out = e.copy()
+        out[m, :3] = e[m, :3] * s[m]
+        out[:, :3] += p
+        out[m, 3:6] = np.exp(e[m, 3:6]) * s[m]
+        if self.classaware_yaw:
+            out[m, 6] = e[m, 6] * _QUARTER_PI + yaw0[c[m]]
+        else:
+            out[:, 6] = e[:, 6] * _HALF_PI
+        return out.astype(dtype)
 
 
-def _decode_scaled(
-    encoded: np.ndarray,
-    vertex_xyz: np.ndarray,
-    class_ids: np.ndarray,
-    class_names: Sequence[str],
-    sizes: dict[str, tuple[float, float, float]],
-    classaware_yaw: bool,
-) -> np.ndarray:
-    e, p, c, dtype = _prepare(encoded, vertex_xyz, class_ids, class_names)
-    size, yaw0, enc = class_table(class_names, sizes)
-    s = size[c]
-    m = enc[c]
-    out = e.copy()
-    out[m, :3] = e[m, :3] * s[m]
-    out[:, :3] += p
-    out[m, 3:6] = np.exp(e[m, 3:6]) * s[m]
-    if classaware_yaw:
-        out[m, 6] = e[m, 6] * _QUARTER_PI + yaw0[c[m]]
-    else:
-        out[:, 6] = e[:, 6] * _HALF_PI
-    return out.astype(dtype)
-
-
-def encode_voxelnet_box_encoding(
-    boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """VoxelNet-style: Car and Pedestrian/Cyclist anchors (``VOXELNET_SIZE``), yaw / (pi/2) on every row.
-
-    Shapes: boxes (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7).
-    """
-    return _encode_scaled(boxes, vertex_xyz, class_ids, class_names, VOXELNET_SIZE, False)
-
-
-def decode_voxelnet_box_encoding(
-    encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Inverse of :func:`encode_voxelnet_box_encoding`. Shapes as there."""
-    return _decode_scaled(encoded, vertex_xyz, class_ids, class_names, VOXELNET_SIZE, False)
-
-
-def encode_classaware_voxelnet_box_encoding(
-    boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Class-aware VoxelNet anchors (``CLASSAWARE_VOXELNET_SIZE``), yaw about 0 / pi/2 over pi/4.
-
-    Shapes: boxes (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7).
-    """
-    return _encode_scaled(boxes, vertex_xyz, class_ids, class_names, CLASSAWARE_VOXELNET_SIZE, True)
-
-
-def decode_classaware_voxelnet_box_encoding(
-    encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Inverse of :func:`encode_classaware_voxelnet_box_encoding`. Shapes as there."""
-    return _decode_scaled(encoded, vertex_xyz, class_ids, class_names, CLASSAWARE_VOXELNET_SIZE, True)
-
-
-def encode_classaware_all_class_box_encoding(
-    boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """The default: median class sizes (``MEDIAN_OBJECT_SIZE``), yaw about 0 / pi/2 over pi/4.
-
-    Shapes: boxes (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7).
-    """
-    return _encode_scaled(boxes, vertex_xyz, class_ids, class_names, MEDIAN_OBJECT_SIZE, True)
-
-
-def decode_classaware_all_class_box_encoding(
-    encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
-) -> np.ndarray:
-    """Inverse of :func:`encode_classaware_all_class_box_encoding`; e.g. for a Car (3.88, 1.5, 1.63):
-    x = px + e0 * 3.88, ..., l = exp(e3) * 3.88, ..., yaw = e6 * pi/4 (+ pi/2 for the vertical id).
-
-    Shapes: encoded (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7).
-    """
-    return _decode_scaled(encoded, vertex_xyz, class_ids, class_names, MEDIAN_OBJECT_SIZE, True)
+def _scaled(
+    sizes: Mapping[str, tuple[float, float, float]], classaware_yaw: bool
+) -> tuple[EncodeFn, EncodeFn]:
+    """(encode, decode) of the anchor-scaled encoding with these anchors and yaw rule."""
+    scaled = _Scaled(sizes, classaware_yaw)
+    return scaled.encode, scaled.decode
 
 
 # ----------------------------------------------------------------------------------------------------------
 # canonical: the centre offset expressed in the box's own (yaw-rotated) frame
 
 
-def encode_classaware_all_class_box_canonical_encoding(
+def _canonical_anchors(
+    class_ids: np.ndarray, class_names: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Which rows are encoded and, for those, their median size, yaw offset and the anchor lengths across
+    (the rotated x offset's) and along (the rotated z offset's): a vertical id's length lies across.
+
+    Shapes: class_ids (N,) -> encoded (N,) bool, size (K, 3), yaw0 (K,), across (K,), along (K,).
+    """
+    size, yaw0, encoded = class_table(class_names, MEDIAN_OBJECT_SIZE)
+    m = encoded[class_ids]
+    s = size[class_ids][m]  # (K, 3) l, h, w
+    y0 = yaw0[class_ids[m]]  # (K,)
+    vertical = np.isclose(np.abs(y0), _HALF_PI)  # (K,)
+    return m, s, y0, np.where(vertical, s[:, 2], s[:, 0]), np.where(vertical, s[:, 0], s[:, 2])
+
+
+def _encode_canonical(
     boxes: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
 ) -> np.ndarray:
     """Median sizes, with the centre offset rotated into the box frame by theta = yaw - yaw0.
@@ -280,14 +236,9 @@ def encode_classaware_all_class_box_canonical_encoding(
     Shapes: boxes (N, 7), vertex_xyz (N, 3), class_ids (N,) -> (N, 7).
     """
     b, p, c, dtype = _prepare(boxes, vertex_xyz, class_ids, class_names)
-    size, yaw0, encoded = class_table(class_names, MEDIAN_OBJECT_SIZE)
-    m = encoded[c]
-    s = size[c][m]  # (K, 3) l, h, w
-    vertical = np.isclose(np.abs(yaw0[c[m]]), _HALF_PI)  # (K,)
+    m, s, yaw0, across, along = _canonical_anchors(c, class_names)
     d = b[m, :3] - p[m]  # (K, 3)
-    t = b[m, 6] - yaw0[c[m]]
-    across = np.where(vertical, s[:, 2], s[:, 0])  # divides the rotated x offset
-    along = np.where(vertical, s[:, 0], s[:, 2])  # divides the rotated z offset
+    t = b[m, 6] - yaw0
     out = b.copy()
     out[:, :3] = b[:, :3] - p
     out[m, 0] = (d[:, 0] * np.cos(t) - d[:, 2] * np.sin(t)) / across
@@ -299,17 +250,12 @@ def encode_classaware_all_class_box_canonical_encoding(
     return out.astype(dtype)
 
 
-def decode_classaware_all_class_box_canonical_encoding(
+def _decode_canonical(
     encoded: np.ndarray, vertex_xyz: np.ndarray, class_ids: np.ndarray, class_names: Sequence[str]
 ) -> np.ndarray:
-    """Inverse of :func:`encode_classaware_all_class_box_canonical_encoding`. Shapes as there."""
+    """Inverse of :func:`_encode_canonical`. Shapes as there."""
     e, p, c, dtype = _prepare(encoded, vertex_xyz, class_ids, class_names)
-    size, yaw0, enc = class_table(class_names, MEDIAN_OBJECT_SIZE)
-    m = enc[c]
-    s = size[c][m]
-    vertical = np.isclose(np.abs(yaw0[c[m]]), _HALF_PI)
-    across = np.where(vertical, s[:, 2], s[:, 0])
-    along = np.where(vertical, s[:, 0], s[:, 2])
+    m, s, yaw0, across, along = _canonical_anchors(c, class_names)
     t = e[m, 6] * _QUARTER_PI
     u = e[m, 0] * across
     v = e[m, 2] * along
@@ -319,30 +265,23 @@ def decode_classaware_all_class_box_canonical_encoding(
     out[m, 2] = -u * np.sin(t) + v * np.cos(t)
     out[:, :3] += p
     out[m, 3:6] = np.exp(e[m, 3:6]) * s
-    out[m, 6] = t + yaw0[c[m]]
+    out[m, 6] = t + yaw0
     return out.astype(dtype)
 
 
 # ----------------------------------------------------------------------------------------------------------
 
-# name (the original's ``box_encoding_method``) -> (encode, decode)
-ENCODINGS: dict[str, tuple[EncodeFn, EncodeFn]] = {
-    "direct_encoding": (encode_direct_encoding, decode_direct_encoding),
-    "center_box_encoding": (encode_center_box_encoding, decode_center_box_encoding),
-    "voxelnet_box_encoding": (encode_voxelnet_box_encoding, decode_voxelnet_box_encoding),
-    "classaware_voxelnet_box_encoding": (
-        encode_classaware_voxelnet_box_encoding,
-        decode_classaware_voxelnet_box_encoding,
-    ),
-    "classaware_all_class_box_encoding": (
-        encode_classaware_all_class_box_encoding,
-        decode_classaware_all_class_box_encoding,
-    ),
-    "classaware_all_class_box_canonical_encoding": (
-        encode_classaware_all_class_box_canonical_encoding,
-        decode_classaware_all_class_box_canonical_encoding,
-    ),
-}
+# name (the original's ``box_encoding_method``) -> (encode, decode); the module docstring's table
+ENCODINGS: Mapping[str, tuple[EncodeFn, EncodeFn]] = MappingProxyType(
+    {
+        "direct_encoding": (_direct, _direct),
+        "center_box_encoding": _scaled({}, classaware_yaw=True),
+        "voxelnet_box_encoding": _scaled(VOXELNET_SIZE, classaware_yaw=False),
+        "classaware_voxelnet_box_encoding": _scaled(CLASSAWARE_VOXELNET_SIZE, classaware_yaw=True),
+        "classaware_all_class_box_encoding": _scaled(MEDIAN_OBJECT_SIZE, classaware_yaw=True),
+        "classaware_all_class_box_canonical_encoding": (_encode_canonical, _decode_canonical),
+    }
+)
 
 
 def get_encoding(name: str) -> tuple[EncodeFn, EncodeFn]:

@@ -5,10 +5,11 @@ The chain, with the original Point-GNN's rules (``run.py`` and ``models/nms.py``
 1. ``select_candidates``: every (keypoint, class) pair whose class is an object class (not Background or
    DontCare) and whose probability is > ``score_threshold`` (1/4 for the 4-class Car model) becomes a
    candidate box. The vertical-yaw class folds into its class (Car yaw ~ pi/2, class 2 -> Car, class 1).
-2. NMS, one of the four variants the original offers (``NMS_FUNCTIONS``). All sort the candidates by
-   decreasing score and walk them greedily: each surviving box removes every later surviving box of the same
-   class whose 3D IoU with it is > ``overlap_threshold`` (0.01). The variants differ in what the survivor
-   takes from the boxes it removed:
+2. ``nms_boxes_3d``, in one of the four variants the original offers (``NMS_VARIANTS``). All sort the
+   candidates by decreasing score and walk them greedily: each surviving box removes every later surviving
+   box of the same class whose 3D IoU with it is > ``overlap_threshold`` (0.01), and so becomes the first
+   member of their merge cluster (``NmsResult.owner``). The variants differ in what the survivor takes from
+   the boxes it removed:
 
    ===========  ============================  ==========================================================
    name         original                      survivor becomes
@@ -25,7 +26,8 @@ The chain, with the original Point-GNN's rules (``run.py`` and ``models/nms.py``
    keypoints strictly inside the box, multiplied over the 3 axes (0 when no candidate keypoint is inside).
 5. ``kitti_result_lines``: KITTI result lines with a real observation angle alpha.
 
-``postprocess_frame`` chains 1-4 for one frame; ``PostprocessConfig`` holds the knobs.
+``postprocess_frame`` chains 1-4 for one frame, and tells the detection each candidate merged into;
+``PostprocessConfig`` holds the knobs.
 
 A detection's ``score`` (what KITTI's AP ranks by) is no probability: ``(p + sum_r p_r x IoU(box, r)) x
 (1 + occ)`` with the defaults, ``p`` the survivor's class probability (its ``probability``, the highest of
@@ -50,9 +52,11 @@ Differences from the original, all deliberate:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,17 +65,16 @@ from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d, iou_3d
 from pgnn.core.io import write_text_atomic
 
 __all__ = [
-    "NMS_FUNCTIONS",
+    "NMS_VARIANTS",
     "Candidates",
     "Detections",
     "NmsName",
     "NmsResult",
+    "NmsVariant",
     "PostprocessConfig",
     "kitti_result_lines",
+    "merge_clusters",
     "nms_boxes_3d",
-    "nms_boxes_3d_merge_only",
-    "nms_boxes_3d_score_only",
-    "nms_boxes_3d_uncertainty",
     "nms_name_from_flags",
     "occlusion_ratio",
     "occlusion_rescore",
@@ -87,22 +90,41 @@ __all__ = [
 
 @dataclass(frozen=True)
 class NmsResult:
-    """The boxes NMS kept, in decreasing order of their score **before** NMS.
+    """The boxes NMS kept, in decreasing order of their score **before** NMS, and who took in whom.
 
     Shapes:
         boxes: (M', 7) float64, merged boxes for the merging variants
         scores: (M',) float64, accumulated scores for the scoring variants (can exceed 1)
         labels: (M',) int64
         index: (M',) int64, each kept box's row in the NMS input
+        owner: (K,) int64, for every input row the input row of the kept box that removed it (its own row for
+        a kept box): the merge clusters
     """
 
     boxes: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
     index: np.ndarray
+    owner: np.ndarray
 
 
-NmsFn = Callable[..., NmsResult]  # (boxes, scores, labels, overlap_threshold, *, circular_yaw=False)
+class NmsVariant(NamedTuple):
+    """What a surviving box takes from the boxes it removes: their median (``merge``), their scores weighted
+    by IoU (``accumulate``)."""
+
+    merge: bool
+    accumulate: bool
+
+
+# The module docstring's table: name (``PostprocessConfig.nms``) -> variant.
+NMS_VARIANTS: Mapping[NmsName, NmsVariant] = MappingProxyType(
+    {
+        "plain": NmsVariant(merge=False, accumulate=False),
+        "merge_only": NmsVariant(merge=True, accumulate=False),
+        "score_only": NmsVariant(merge=False, accumulate=True),
+        "merge_score": NmsVariant(merge=True, accumulate=True),
+    }
+)
 
 
 def _check_nms_input(
@@ -118,28 +140,35 @@ def _check_nms_input(
     return b, s, lab
 
 
-def _greedy_nms(
+def nms_boxes_3d(
     boxes: np.ndarray,
     scores: np.ndarray,
     labels: np.ndarray,
-    overlap_threshold: float,
-    merge: bool,
-    accumulate: bool,
+    overlap_threshold: float = 0.01,
+    *,
+    variant: NmsName = "plain",
     circular_yaw: bool = False,
 ) -> NmsResult:
-    """The original's greedy NMS family; ``merge`` and ``accumulate`` select the variant. ``circular_yaw``:
-    a merged yaw is the survivor's plus the median of the cluster's yaw differences to it, each wrapped into
-    [-pi, pi) (the original takes the plain median, which breaks for clusters on both sides of +-pi).
+    """The original's greedy NMS with 3D IoU, per class, in one of its four variants (``NMS_VARIANTS``).
+
+    The median of an even-sized cluster is the mean of its two middle values; yaw is treated like any other
+    coordinate, unless ``circular_yaw``: a merged yaw is then the survivor's plus the median of the
+    cluster's yaw differences to it, each wrapped into [-pi, pi) (the original's plain median breaks for
+    clusters on both sides of +-pi). A survivor tests the IoU with its own box, before it is merged; the
+    scoring variants weigh each removed score by its IoU with the survivor as merged (itself for
+    ``score_only``).
 
     Shapes:
-        boxes: (K, 7), scores: (K,), labels: (K,)
+        boxes: (K, 7), scores: (K,), labels: (K,) int
     """
+    merge, accumulate = NMS_VARIANTS[variant]
     b, s, lab = _check_nms_input(boxes, scores, labels)
     order = np.argsort(-s, kind="stable")  # (K,) decreasing score, ties in input order
     b = b[order].copy()  # (K, 7)
     s = s[order].copy()  # (K,)
     lab = lab[order]  # (K,)
     alive = np.ones(len(s), dtype=bool)  # (K,)
+    owner = np.arange(len(s))  # (K,) in the walk's order
     for i in range(len(s)):
         if not alive[i]:
             continue
@@ -151,6 +180,7 @@ def _greedy_nms(
         if removed.size == 0:
             continue
         alive[removed] = False
+        owner[removed] = i
         # Removed boxes come later in the order, so they still hold their own (unmerged) values.
         if merge:
             cluster = np.concatenate([b[removed], b[i : i + 1]], axis=0)  # (R + 1, 7)
@@ -162,94 +192,11 @@ def _greedy_nms(
         if accumulate:
             s[i] += float(np.sum(s[removed] * iou_3d(b[i : i + 1], b[removed])[0]))
     keep = np.flatnonzero(alive)
-    return NmsResult(boxes=b[keep], scores=s[keep], labels=lab[keep], index=order[keep].astype(np.int64))
-
-
-def nms_boxes_3d(
-    boxes: np.ndarray,
-    scores: np.ndarray,
-    labels: np.ndarray,
-    overlap_threshold: float = 0.01,
-    *,
-    circular_yaw: bool = False,
-) -> NmsResult:
-    """Plain greedy NMS with 3D IoU, per class (the original's ``nms_boxes_3d``).
-
-    Shapes:
-        boxes: (K, 7), scores: (K,), labels: (K,) int
-    """
-    return _greedy_nms(
-        boxes, scores, labels, overlap_threshold, merge=False, accumulate=False, circular_yaw=circular_yaw
+    input_owner = np.empty(len(s), dtype=np.int64)  # (K,)
+    input_owner[order] = order[owner]
+    return NmsResult(
+        boxes=b[keep], scores=s[keep], labels=lab[keep], index=order[keep].astype(np.int64), owner=input_owner
     )
-
-
-def nms_boxes_3d_merge_only(
-    boxes: np.ndarray,
-    scores: np.ndarray,
-    labels: np.ndarray,
-    overlap_threshold: float = 0.01,
-    *,
-    circular_yaw: bool = False,
-) -> NmsResult:
-    """NMS whose survivors become the coordinate-wise median of their cluster (``nms_boxes_3d_merge_only``).
-
-    The median of an even-sized cluster is the mean of its two middle values; yaw is treated like any other
-    coordinate.
-
-    Shapes:
-        boxes: (K, 7), scores: (K,), labels: (K,) int
-    """
-    return _greedy_nms(
-        boxes, scores, labels, overlap_threshold, merge=True, accumulate=False, circular_yaw=circular_yaw
-    )
-
-
-def nms_boxes_3d_score_only(
-    boxes: np.ndarray,
-    scores: np.ndarray,
-    labels: np.ndarray,
-    overlap_threshold: float = 0.01,
-    *,
-    circular_yaw: bool = False,
-) -> NmsResult:
-    """NMS whose survivors add ``score_removed x IoU(survivor, removed)`` of their cluster to their score
-    (``nms_boxes_3d_score_only``).
-
-    Shapes:
-        boxes: (K, 7), scores: (K,), labels: (K,) int
-    """
-    return _greedy_nms(
-        boxes, scores, labels, overlap_threshold, merge=False, accumulate=True, circular_yaw=circular_yaw
-    )
-
-
-def nms_boxes_3d_uncertainty(
-    boxes: np.ndarray,
-    scores: np.ndarray,
-    labels: np.ndarray,
-    overlap_threshold: float = 0.01,
-    *,
-    circular_yaw: bool = False,
-) -> NmsResult:
-    """Point-GNN's box merging and scoring (``nms_boxes_3d_uncertainty``, the original's default).
-
-    Each survivor becomes the median of its cluster, and adds ``score_removed x IoU(median, removed)``
-    over the boxes it removed to its score.
-
-    Shapes:
-        boxes: (K, 7), scores: (K,), labels: (K,) int
-    """
-    return _greedy_nms(
-        boxes, scores, labels, overlap_threshold, merge=True, accumulate=True, circular_yaw=circular_yaw
-    )
-
-
-NMS_FUNCTIONS: dict[str, NmsFn] = {
-    "plain": nms_boxes_3d,
-    "merge_only": nms_boxes_3d_merge_only,
-    "score_only": nms_boxes_3d_score_only,
-    "merge_score": nms_boxes_3d_uncertainty,
-}
 
 
 def nms_name_from_flags(box_merge: bool, box_score: bool) -> NmsName:
@@ -257,9 +204,8 @@ def nms_name_from_flags(box_merge: bool, box_score: bool) -> NmsName:
 
     (In ``run.py`` box score also switches the occlusion rescoring: ``PostprocessConfig.occlusion_rescore``.)
     """
-    if box_merge:
-        return "merge_score" if box_score else "merge_only"
-    return "score_only" if box_score else "plain"
+    wanted = NmsVariant(merge=box_merge, accumulate=box_score)
+    return next(name for name, variant in NMS_VARIANTS.items() if variant == wanted)
 
 
 # --- Truncation and occlusion ---
@@ -408,6 +354,19 @@ class Detections:
         return len(self.scores)
 
 
+def merge_clusters(owner: np.ndarray, detected: np.ndarray) -> np.ndarray:
+    """The detection row each NMS input merged into: its survivor's row, -1 where that survivor is no
+    detection (a box NMS kept that the truncation filter then dropped).
+
+    Shapes:
+        owner: (K,) ``NmsResult.owner``; detected: (M,) the NMS input row of each detection, in row order
+        return: (K,) int64
+    """
+    row = np.full(len(owner), -1, dtype=np.int64)  # (K,) the detection row of each input row
+    row[detected] = np.arange(len(detected))
+    return row[owner]
+
+
 def postprocess_frame(
     probs: np.ndarray,
     boxes: np.ndarray,
@@ -415,7 +374,7 @@ def postprocess_frame(
     P: np.ndarray,
     image_size: tuple[float, float],
     config: PostprocessConfig,
-) -> Detections:
+) -> tuple[Detections, Candidates, np.ndarray]:
     """Candidates -> NMS -> truncation drop -> occlusion rescoring, for one frame.
 
     ``keypoints`` are the coordinates the boxes were decoded around (the original's ``vertex_coord_2``, not
@@ -424,17 +383,19 @@ def postprocess_frame(
     Shapes:
         probs: (N, C); boxes: (N, C, 7); keypoints: (N, 3)
         P: (3, 4) projection of the boxes' camera frame into the image; image_size: (width, height)
-        return: Detections with M boxes, in the NMS output order
+        return: Detections with M boxes, in the NMS output order; the K candidates; cluster (K,) int64, the
+        detection row each candidate merged into (``merge_clusters``)
     """
     keypoints = np.asarray(keypoints)
     if keypoints.shape != (np.shape(probs)[0], 3):
         raise ValueError(f"keypoints: expected shape ({np.shape(probs)[0]}, 3), got {keypoints.shape}")
     cand = select_candidates(probs, boxes, config)
-    kept = NMS_FUNCTIONS[config.nms](
+    kept = nms_boxes_3d(
         cand.boxes,
         cand.scores,
         cand.labels,
         config.overlap_threshold,
+        variant=config.nms,
         circular_yaw=config.yaw_merge == "circular",
     )
     keep, box2d, truncation = truncation_filter(kept.boxes, P, image_size, config.max_truncation)
@@ -443,17 +404,19 @@ def postprocess_frame(
     if config.occlusion_rescore:
         scores = occlusion_rescore(scores, out_boxes, keypoints[cand.point_index])
     labels = kept.labels[keep]  # (M,)
-    return Detections(
+    detected = kept.index[keep]  # (M,) candidate rows
+    detections = Detections(
         boxes=out_boxes,
         labels=labels,
         names=tuple(config.class_names[k] for k in labels),
         scores=scores,
-        probabilities=cand.scores[kept.index[keep]],
+        probabilities=cand.scores[detected],
         boxes_2d=box2d[keep],
         truncation=truncation[keep],
         alpha=alpha_from_box(out_boxes),
-        flat_index=cand.flat_index[kept.index[keep]],
+        flat_index=cand.flat_index[detected],
     )
+    return detections, cand, merge_clusters(kept.owner, detected)
 
 
 # --- KITTI result files ---

@@ -1,28 +1,36 @@
-"""One frame -> detections: the graph, the network, box decoding and NMS, each stage timed.
+"""One sample -> detections: the graph, the network, box decoding and NMS, each stage timed.
 
-The stages and their timings over many frames (``read``, ``total``): ``pgnn.inference.run``.
+A *sample* is one scan with its calibration and image, a :class:`pgnn.data.frames.Frame` (the parameter
+``frame``); everywhere else in this module a *frame* is a coordinate frame. The stages and their timings over
+many samples (``read``, ``total``): ``pgnn.inference.run``.
 
-Frames. pgnn's data are in KITTI's rectified camera-0 frame, the frame of the labels. A model's card
-(:class:`pgnn.nn.card.ModelCard`) records the frame its weights expect the points in (``input_frame``):
+Coordinate frames. pgnn's data are in KITTI's rectified camera-0 frame, the *label frame*. A model's card
+(:class:`pgnn.nn.card.ModelCard`) records the frame its weights expect the points in, its *input frame*
+(``input_frame``):
 
-* ``"rect"`` (pgnn's own models): points go in as they are.
+* ``"rect"`` (pgnn's own models): the label frame itself; points go in as they are.
 * ``"cam2"`` (the authors' released weights): the original Point-GNN fed its network points in camera 2's
   rectified frame, ``x_cam2 = x_rect + K^-1 . P2[:, 3]`` with ``K = P2[:, :3]`` (about +6 cm in x; see
   ``pgnn.data.frames.rect_to_cam2_offset``). The points are shifted into that frame before the graph and the
-  network, and the decoded boxes (and their keypoints) are shifted back by the same offset right after
-  decoding, before NMS. A translation changes neither IoUs, medians nor the occlusion ratios, so NMS is the
-  same in either frame.
+  network, and the decoded boxes (and the graph with its keypoints) are shifted back to the label frame by
+  the same offset right after decoding, before NMS. A translation changes neither IoUs, medians nor the
+  occlusion ratios, so NMS is the same in either frame.
 
-The result files are therefore always in KITTI's label frame, as the KITTI evaluation expects. The original
+The result files are therefore always in the label frame, as the KITTI evaluation expects. The original
 Point-GNN's ``run.py`` wrote its cam2 boxes without converting them back, so its files sit ~6 cm off in x. The
 2D boxes and truncation come from projecting the label-frame boxes with P2, which is the original's
 projection with ``[K | 0]`` in the cam2 frame.
+
+What a prediction came from (:class:`Prediction`): the graph the network ran on and, for every candidate (a
+keypoint and class whose probability passed the threshold), the detection its box merged into, as NMS's own
+walk assigned it (``pgnn.inference.postprocess``); ``pgnn view`` draws them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +40,7 @@ from pgnn.config.inference import PostprocessConfig
 from pgnn.core.errors import DataError
 from pgnn.data.frames import Frame
 from pgnn.graphs.records import graph_with_features
-from pgnn.inference.postprocess import Detections, postprocess_frame
+from pgnn.inference.postprocess import Candidates, Detections, postprocess_frame
 from pgnn.inference.settings import frame_offset
 from pgnn.nn.card import InputFrame, ModelCard
 
@@ -42,6 +50,31 @@ if TYPE_CHECKING:
     from pgnn.nn.model import PointGNN
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """A sample's detections with what they came from, all in the label frame, and the stage timings.
+
+    Shapes:
+        graph: the graph record the network ran on (``pgnn.graphs.build.build_graph``'s arrays and
+        ``features``), ``vertex_coord_i`` moved to the label frame, float64
+        candidates: K boxes (``pgnn.inference.postprocess.select_candidates``)
+        cluster: (K,) int64, the detection row each candidate merged into, -1 for a box NMS kept that the
+        truncation filter then dropped
+        times: seconds per stage: ``gnn``, ``decode``, ``nms`` (and ``graph`` from ``predict_frame``)
+    """
+
+    detections: Detections
+    graph: Mapping[str, np.ndarray]
+    candidates: Candidates
+    cluster: np.ndarray
+    times: dict[str, float]
+
+    @property
+    def candidate_keypoints(self) -> np.ndarray:
+        """The keypoint each candidate's box was decoded around. Shapes: (K, 3) float64, label frame."""
+        return self.graph["vertex_coord_1"][self.candidates.point_index]
+
+
 def _sync(device: torch.device | str) -> None:
     import torch
 
@@ -49,8 +82,11 @@ def _sync(device: torch.device | str) -> None:
         torch.cuda.synchronize(device)
 
 
-def shift_graph(graph: Mapping[str, np.ndarray], delta: np.ndarray) -> dict[str, np.ndarray]:
-    """A copy of ``graph`` with every ``vertex_coord_i`` translated by ``delta`` (float64 sum, float32 out).
+def shift_graph(
+    graph: Mapping[str, np.ndarray], delta: np.ndarray, dtype: type[np.floating] = np.float32
+) -> dict[str, np.ndarray]:
+    """A copy of ``graph`` with every ``vertex_coord_i`` translated by ``delta`` (a float64 sum cast to
+    ``dtype``); the other arrays are shared.
 
     Shapes:
         vertex_coord_i: (N_i, 3); delta: (3,)
@@ -58,7 +94,7 @@ def shift_graph(graph: Mapping[str, np.ndarray], delta: np.ndarray) -> dict[str,
     out = dict(graph)
     for key in graph:
         if key.startswith("vertex_coord_"):
-            out[key] = (np.asarray(graph[key], dtype=np.float64) + delta).astype(np.float32)  # (N_i, 3)
+            out[key] = (np.asarray(graph[key], dtype=np.float64) + delta).astype(dtype)  # (N_i, 3)
     return out
 
 
@@ -90,15 +126,15 @@ def decode_boxes(
     class_names: Sequence[str],
     encoding: str,
     offset: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Decode every class head's box around its keypoint, then translate boxes and keypoints by ``-offset``.
+) -> np.ndarray:
+    """Decode every class head's box around its keypoint, then translate the boxes by ``-offset``.
 
     ``keypoints`` and the decoded boxes are in the model's input frame; ``offset`` is that frame minus the
-    label frame (``frame_offset``), so the results are in the label frame.
+    label frame (``frame_offset``), so the boxes returned are in the label frame.
 
     Shapes:
         box_encodings: (N, C, 7); keypoints: (N, 3); offset: (3,)
-        return: boxes (N, C, 7) float64, keypoints (N, 3) float64
+        return: (N, C, 7) float64
     """
     from pgnn.graphs.encoding import decode_all_classes
 
@@ -108,41 +144,7 @@ def decode_boxes(
     except ValueError as e:
         raise DataError("<checkpoint>", f"expected a decodable box encoding: {e}") from e
     boxes[..., :3] -= offset  # (N, C, 7)
-    return boxes, keypoints64 - offset
-
-
-def predict_graph_timed(
-    model: PointGNN,
-    card: ModelCard,
-    graph_record: Mapping[str, np.ndarray],
-    P2: np.ndarray,
-    image_size: tuple[int, int],
-    post_cfg: PostprocessConfig,
-    device: torch.device | str,
-    *,
-    graph_frame: InputFrame = "rect",
-    source: str = "<graph>",
-) -> tuple[Detections, dict[str, float]]:
-    """``predict_graph`` and its stage timings in seconds: ``gnn``, ``decode``, ``nms``."""
-    model_frame = card.input_frame
-    t0 = time.perf_counter()
-    if graph_frame != model_frame:  # e.g. a cached rect-frame graph fed to cam2 weights
-        delta = frame_offset(model_frame, P2) - frame_offset(graph_frame, P2)  # (3,)
-        graph_record = shift_graph(graph_record, delta)
-    probs, encodings = run_network(model, graph_record, device, source)  # (N1, C), (N1, C, L)
-    _sync(device)
-    t1 = time.perf_counter()
-    boxes, keypoints = decode_boxes(  # (N1, C, 7), (N1, 3) label frame
-        encodings,
-        np.asarray(graph_record["vertex_coord_1"]),
-        post_cfg.class_names,
-        card.encoding,
-        frame_offset(model_frame, P2),
-    )
-    t2 = time.perf_counter()
-    detections = postprocess_frame(probs, boxes, keypoints, P2, image_size, post_cfg)
-    t3 = time.perf_counter()
-    return detections, {"gnn": t1 - t0, "decode": t2 - t1, "nms": t3 - t2}
+    return boxes
 
 
 def predict_graph(
@@ -156,40 +158,58 @@ def predict_graph(
     *,
     graph_frame: InputFrame = "rect",
     source: str = "<graph>",
-) -> Detections:
-    """Detections of one frame from its ready graph, in KITTI's label frame.
+) -> Prediction:
+    """A sample's detections from its ready graph, in the label frame, with the ``gnn``, ``decode`` and
+    ``nms`` timings.
 
     ``graph_record`` holds ``features`` (or ``input_features``), ``vertex_coord_i``, ``keypoint_indices_i``
-    and ``edges_i`` (see ``pgnn.graphs.build``) in the frame ``graph_frame``; when that is not the card's
-    ``input_frame`` its coordinates are translated first (a translation leaves the graph's edges valid). The
-    decoded boxes are moved to the label frame before NMS; 2D boxes and truncation use ``P2`` (the label
-    frame's projection into image_2) and ``image_size`` (width, height).
+    and ``edges_i`` (see ``pgnn.graphs.build``) in the coordinate frame ``graph_frame``; when that is not the
+    card's ``input_frame`` its coordinates are translated first (a translation leaves the graph's edges
+    valid). The decoded boxes and the graph are moved to the label frame before NMS; 2D boxes and truncation
+    use ``P2`` (the label frame's projection into image_2) and ``image_size`` (width, height).
 
     Shapes:
         P2: (3, 4)
     """
-    detections, _ = predict_graph_timed(
-        model, card, graph_record, P2, image_size, post_cfg, device, graph_frame=graph_frame, source=source
+    offset = frame_offset(card.input_frame, P2)  # (3,) the input frame minus the label frame
+    t0 = time.perf_counter()
+    if graph_frame != card.input_frame:  # e.g. a cached rect-frame graph fed to cam2 weights
+        graph_record = shift_graph(graph_record, offset - frame_offset(graph_frame, P2))
+    probs, encodings = run_network(model, graph_record, device, source)  # (N1, C), (N1, C, L)
+    _sync(device)
+    t1 = time.perf_counter()
+    keypoints = graph_record["vertex_coord_1"]  # (N1, 3) input frame
+    boxes = decode_boxes(encodings, keypoints, post_cfg.class_names, card.encoding, offset)  # (N1, C, 7)
+    graph = shift_graph(graph_record, -offset, np.float64)  # label frame
+    t2 = time.perf_counter()
+    detections, candidates, cluster = postprocess_frame(
+        probs, boxes, graph["vertex_coord_1"], P2, image_size, post_cfg
     )
-    return detections
+    t3 = time.perf_counter()
+    times = {"gnn": t1 - t0, "decode": t2 - t1, "nms": t3 - t2}
+    return Prediction(detections, graph, candidates, cluster, times)
 
 
 def frame_graph(
     frame: Frame, card: ModelCard, graph_cfg: GraphConfig, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """The graph record of ``frame`` in the card's input frame, with its input features.
+    """The graph record of the sample ``frame``, in the card's input frame, with its input features.
 
     Shapes:
         return: ``features`` (N0, F) float32 and the arrays of ``pgnn.graphs.build.build_graph``
     """
     offset = frame_offset(card.input_frame, frame.calib.P2)  # (3,)
-    points = (frame.points_rect.astype(np.float64) + offset).astype(np.float32)  # (N0, 3) model frame
-    features = card.input_features
-    source = f"frame {frame.frame_id}"
-    graph = graph_with_features(
-        points, frame.intensity, frame.rgb, frame.scores, graph_cfg, features, rng, source
+    points = (frame.points_rect.astype(np.float64) + offset).astype(np.float32)  # (N0, 3) input frame
+    return graph_with_features(
+        points,
+        frame.intensity,
+        frame.rgb,
+        frame.scores,
+        graph_cfg,
+        card.input_features,
+        rng,
+        f"frame {frame.frame_id}",
     )
-    return graph
 
 
 def predict_frame(
@@ -200,17 +220,13 @@ def predict_frame(
     post_cfg: PostprocessConfig,
     device: torch.device | str,
     rng: np.random.Generator,
-) -> tuple[Detections, dict[str, float]]:
-    """Detections of one loaded frame (label frame; see the module docstring) and its stage timings in
-    seconds: ``graph``, ``gnn``, ``decode``, ``nms``.
-
-    The graph is built from the frame's points moved into the card's ``input_frame``.
-    """
+) -> Prediction:
+    """``predict_graph`` of a loaded sample (``frame``): its graph is built from the sample's points moved
+    into the card's input frame, and its ``times`` start with ``graph``."""
     t0 = time.perf_counter()
-    model_frame = card.input_frame
     graph = frame_graph(frame, card, graph_cfg, rng)
     t1 = time.perf_counter()
-    detections, times = predict_graph_timed(
+    prediction = predict_graph(
         model,
         card,
         graph,
@@ -218,7 +234,7 @@ def predict_frame(
         frame.image_size,
         post_cfg,
         device,
-        graph_frame=model_frame,
+        graph_frame=card.input_frame,
         source=f"frame {frame.frame_id}",
     )
-    return detections, {"graph": t1 - t0, **times}
+    return replace(prediction, times={"graph": t1 - t0, **prediction.times})

@@ -3,7 +3,7 @@
 One frame goes through five stages, each timed on its own (wall clock; CUDA is synchronised first):
 
 ======  ===============================================================================================
-read    the frame's files: scan, calib, image, labels, and the field-of-view crop (``predict_frames``), or
+read    the frame's files: scan, calib, image, labels, and the field-of-view crop (``run_frames``), or
         the next cached graph record (``predict_records``)
 graph   the points in the model's input frame, the runtime graph (``pgnn.graphs.build``), the input features
 gnn     tensors to the device, the forward pass, softmax, results back to numpy
@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,11 +34,11 @@ from pgnn.config.inference import PostprocessConfig
 from pgnn.core.errors import DataError
 from pgnn.core.outputs import replace_folder
 from pgnn.core.progress import track, with_length
-from pgnn.data.frames import Frame, load_frame
-from pgnn.data.kitti import frame_paths, read_image
-from pgnn.data.labels import Label
+from pgnn.data.frames import Frame
+from pgnn.data.kitti import read_image
+from pgnn.data.labels import Label, label_from_box
 from pgnn.inference.postprocess import Detections, kitti_result_lines, write_kitti_result
-from pgnn.inference.predict import predict_frame, predict_graph_timed
+from pgnn.inference.predict import predict_frame, predict_graph
 from pgnn.nn.card import InputFrame, ModelCard
 
 if TYPE_CHECKING:
@@ -68,34 +67,25 @@ PAPER_MS: Mapping[str, float | None] = {
 
 def detections_to_labels(detections: Detections) -> list[Label]:
     """The detections as KITTI result ``Label``s (truncated and occluded -1, alpha from the box, score)."""
-    out = []
-    for name, box, box2d, alpha, score in zip(
-        detections.names,
-        detections.boxes,
-        detections.boxes_2d,
-        detections.alpha,
-        detections.scores,
-        strict=True,
-    ):
-        x, y, z, l, h, w, ry = (float(v) for v in box)
-        out.append(
-            Label(
-                type=name,
-                truncated=-1.0,
-                occluded=-1,
-                alpha=float(alpha),
-                bbox=tuple(float(v) for v in box2d),
-                h=h,
-                w=w,
-                l=l,
-                x=x,
-                y=y,
-                z=z,
-                ry=ry,
-                score=float(score),
-            )
+    return [
+        label_from_box(
+            name,
+            box,
+            truncated=-1.0,
+            occluded=-1,
+            alpha=float(alpha),
+            bbox=tuple(float(v) for v in box2d),
+            score=float(score),
         )
-    return out
+        for name, box, box2d, alpha, score in zip(
+            detections.names,
+            detections.boxes,
+            detections.boxes_2d,
+            detections.alpha,
+            detections.scores,
+            strict=True,
+        )
+    ]
 
 
 def write_detections(path: str | Path, detections: Detections) -> None:
@@ -173,7 +163,7 @@ class PredictSummary:
         """Mean milliseconds a frame of each stage and of the whole frame (``total``); NaN with no frames.
 
         ``skip_first`` leaves out the first frame, which pays one-off costs: numba compiling the graph and
-        IoU kernels on a fresh machine (~10 s), CUDA start-up, torch's first allocations.
+        IoU kernels on a fresh machine, CUDA start-up, torch's first allocations.
         """
         timings = self.timings[1:] if skip_first else self.timings
         if not timings:
@@ -246,53 +236,14 @@ def run_frames(
         t0 = time.perf_counter()
         frame = source.load()
         t_read = time.perf_counter() - t0
-        detections, times = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
-        times["read"] = t_read
-        _finish_frame(summary, out_dir, source.frame_id, detections, times, t0)
+        prediction = predict_frame(model, card, frame, graph_cfg, post_cfg, device, rng)
+        detections = prediction.detections
+        _finish_frame(summary, out_dir, source.frame_id, detections, {**prediction.times, "read": t_read}, t0)
         if png:
             write_pictures(out_dir / "png", frame, detections, source.image_path)
         if on_frame is not None:
             on_frame(source.frame_id, detections, summary.timings[-1])
     return summary
-
-
-def predict_frames(
-    model: PointGNN,
-    card: ModelCard,
-    root: str | Path,
-    frame_ids: Sequence[str],
-    out_dir: str | Path,
-    *,
-    graph_cfg: GraphConfig,
-    post_cfg: PostprocessConfig,
-    device: torch.device | str,
-    rng: np.random.Generator,
-    painted: bool = False,
-    subset: str = "training",
-    png: bool = False,
-    on_frame: Callable[[str, Detections, dict[str, float]], None] | None = None,
-) -> PredictSummary:
-    """Predict the frames ``frame_ids`` of a KITTI root (``root/subset``): see ``run_frames``."""
-    sources = (
-        FrameSource(
-            fid,
-            partial(load_frame, root, fid, painted, subset),
-            image_path=frame_paths(root, fid, subset).image,
-        )
-        for fid in frame_ids
-    )
-    return run_frames(
-        model,
-        card,
-        sources,
-        out_dir,
-        graph_cfg=graph_cfg,
-        post_cfg=post_cfg,
-        device=device,
-        rng=rng,
-        png=png,
-        on_frame=on_frame,
-    )
 
 
 def predict_records(
@@ -320,7 +271,7 @@ def predict_records(
         except StopIteration:
             break
         t_read = time.perf_counter() - t0
-        detections, times = predict_graph_timed(
+        prediction = predict_graph(
             model,
             card,
             record.graph,
@@ -331,10 +282,10 @@ def predict_records(
             graph_frame=record.graph_frame,
             source=f"graph of frame {record.frame_id}",
         )
-        times.update(read=t_read, graph=0.0)
-        _finish_frame(summary, out_dir, record.frame_id, detections, times, t0)
+        times = {**prediction.times, "read": t_read, "graph": 0.0}
+        _finish_frame(summary, out_dir, record.frame_id, prediction.detections, times, t0)
         if on_frame is not None:
-            on_frame(record.frame_id, detections, summary.timings[-1])
+            on_frame(record.frame_id, prediction.detections, summary.timings[-1])
     return summary
 
 

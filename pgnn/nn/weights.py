@@ -26,7 +26,6 @@ Every variable must be used exactly once and match its layer's shape, otherwise 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from pgnn.config.network import GNNLayerConfig, ModelConfig
+from pgnn.config.original_format import load_original_config
 from pgnn.core.errors import DataError
 
 GLOBAL_STEP_VARIABLE = "Variable"
@@ -295,20 +295,6 @@ def load_released_variables(weights_path: str | Path) -> tuple[dict[str, np.ndar
         ) from e
     except (OSError, ValueError) as e:
         raise DataError(npz_path, f"expected a weights npz, got {e}") from e
-
-
-def load_original_config(path: str | Path) -> dict[str, Any]:
-    """Read an original config file (JSON); ``DataError`` when it is missing or not a JSON object."""
-    path = Path(path)
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise DataError(path, "expected an original Point-GNN config (JSON), got no such file") from e
-    except json.JSONDecodeError as e:
-        raise DataError(path, f"expected JSON, got {e.msg}", line=e.lineno) from e
-    if not isinstance(config, dict):
-        raise DataError(path, f"expected a JSON object, got {type(config).__name__}")
-    return config
 
 
 def checkpoint_from_released_weights(

@@ -27,7 +27,7 @@ from pgnn.core.boxes import BOX_EDGES, boxes_bev_footprints, boxes_to_corners
 from pgnn.core.io import atomic_path
 from pgnn.data.frames import Frame
 from pgnn.data.kitti import PAINTED_CLASSES, Calib
-from pgnn.data.labels import KITTI_CLASSES, Label
+from pgnn.data.labels import KITTI_CLASSES, Label, labels_to_boxes
 
 CLASS_COLORS: dict[str, str] = {
     "Car": "#ff3b30",
@@ -53,13 +53,9 @@ def _has_box(label: Label) -> bool:
     return label.l > 0 and label.w > 0 and label.z > -999
 
 
-def _label_box(label: Label) -> np.ndarray:
-    return np.array([label.x, label.y, label.z, label.l, label.h, label.w, label.ry], dtype=np.float64)
-
-
 def _draw_box(ax: Axes, label: Label, linewidth: float, linestyle: str = "-", alpha: float = 1.0) -> None:
     color = CLASS_COLORS.get(label.type, _FOREGROUND)
-    corners = boxes_bev_footprints(_label_box(label)[None])[0]  # (4, 2) (x, z), local +x face first
+    corners = boxes_bev_footprints(labels_to_boxes([label]))[0]  # (4, 2) (x, z), local +x face first
     ax.add_patch(
         Polygon(
             corners,
@@ -349,7 +345,7 @@ def _draw_image_boxes(
         if detections
         else []
     )
-    boxes = np.stack([_label_box(lab) for lab in with_box])  # (M, 7)
+    boxes = labels_to_boxes(with_box)  # (M, 7)
     for lab, segments in zip(with_box, project_box_edges(boxes, P), strict=True):
         color = CLASS_COLORS.get(lab.type, _FOREGROUND)
         if len(segments):

@@ -14,14 +14,15 @@ from pgnn.graphs.encoding import (
     MEDIAN_OBJECT_SIZE,
     class_table,
     decode_all_classes,
-    encode_classaware_all_class_box_canonical_encoding,
-    encode_classaware_all_class_box_encoding,
-    encode_voxelnet_box_encoding,
+    get_encoding,
 )
 from pgnn.graphs.targets import CLASS_NAMES
 
 CAR = CLASS_NAMES["Car"]
 YAW = CLASS_NAMES["yaw"]
+encode_default = get_encoding("classaware_all_class_box_encoding")[0]
+encode_canonical = get_encoding("classaware_all_class_box_canonical_encoding")[0]
+encode_voxelnet = get_encoding("voxelnet_box_encoding")[0]
 
 
 def _random_case(n: int, class_names: tuple[str, ...], seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -53,7 +54,7 @@ def test_decode_inverts_encode(name: str, layout: str) -> None:
 def test_default_encoding_formula_for_car() -> None:
     box = np.array([[1.0, 1.7, 20.0, 4.2, 1.4, 1.7, 0.3], [1.0, 1.7, 20.0, 4.2, 1.4, 1.7, 1.9]])
     p = np.array([[0.5, 1.0, 19.0], [0.5, 1.0, 19.0]])
-    e = encode_classaware_all_class_box_encoding(box, p, np.array([1, 2]), CAR)
+    e = encode_default(box, p, np.array([1, 2]), CAR)
     expected_h = [
         0.5 / 3.88,
         0.7 / 1.5,
@@ -71,7 +72,7 @@ def test_default_encoding_formula_for_car() -> None:
 def test_background_and_dontcare_rows_are_only_centred() -> None:
     box = np.array([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 0.7]] * 2)
     p = np.array([[0.5, 0.5, 0.5]] * 2)
-    e = encode_classaware_all_class_box_encoding(box, p, np.array([0, 3]), CAR)
+    e = encode_default(box, p, np.array([0, 3]), CAR)
     np.testing.assert_allclose(e, [[0.5, 1.5, 2.5, 4.0, 5.0, 6.0, 0.7]] * 2)
 
 
@@ -90,7 +91,7 @@ def test_class_table_orientation_and_sizes() -> None:
 def test_voxelnet_divides_every_yaw_by_half_pi() -> None:
     box = np.array([[1.0, 1.7, 20.0, 3.9, 1.56, 1.6, 1.0]] * 2)
     p = np.zeros((2, 3))
-    e = encode_voxelnet_box_encoding(box, p, np.array([0, 1]), CAR)
+    e = encode_voxelnet(box, p, np.array([0, 1]), CAR)
     np.testing.assert_allclose(e[:, 6], 1.0 / (np.pi / 2))
     np.testing.assert_allclose(e[1, 3:6], 0.0, atol=1e-12)  # the Car anchor itself
     np.testing.assert_allclose(e[1, :3], [1.0 / 3.9, 1.7 / 1.56, 20.0 / 1.6])
@@ -102,16 +103,16 @@ def test_canonical_encoding_centres_in_the_box_frame() -> None:
     heading = np.array([np.cos(yaw), 0.0, -np.sin(yaw)])  # local +x in the camera frame
     p = np.array([[2.0, 1.0, 10.0]])
     box = np.concatenate([p[0] + 1.94 * heading, [3.88, 1.5, 1.63, yaw]])[None]
-    e = encode_classaware_all_class_box_canonical_encoding(box, p, np.array([1]), CAR)
+    e = encode_canonical(box, p, np.array([1]), CAR)
     np.testing.assert_allclose(e[0, :3], [0.5, 0.0, 0.0], atol=1e-12)
 
 
 def test_bad_shapes_and_ids_are_rejected() -> None:
     boxes, xyz, ids = _random_case(5, CAR)
     with pytest.raises(ValueError, match=r"\(N, 7\)"):
-        encode_classaware_all_class_box_encoding(boxes[:, :6], xyz, ids, CAR)
+        encode_default(boxes[:, :6], xyz, ids, CAR)
     with pytest.raises(ValueError, match="ids in"):
-        encode_classaware_all_class_box_encoding(boxes, xyz, ids + 4, CAR)
+        encode_default(boxes, xyz, ids + 4, CAR)
     with pytest.raises(ValueError, match="unknown box encoding"):
         decode_all_classes(np.zeros((2, 4, 7)), np.zeros((2, 3)), CAR, encoding="nope")
 

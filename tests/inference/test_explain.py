@@ -1,4 +1,5 @@
-"""Tests of pgnn.inference.explain: the box-merge clusters and the explained frame's detections.
+"""Tests of what a prediction came from (pgnn.inference.predict.Prediction): the box-merge clusters of NMS's
+walk, the graph and the candidates, beside the detections.
 
 The frame test reads ../shared/data/kitti_sample: KITTI data, CC BY-NC-SA 3.0 (non-commercial; Geiger et al.,
 CVPR 2012).
@@ -14,9 +15,8 @@ import torch
 from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.boxes import iou_3d
 from pgnn.data.frames import load_frame
-from pgnn.inference.explain import explain_frame, merge_clusters
-from pgnn.inference.postprocess import NMS_FUNCTIONS, Candidates, Detections
-from pgnn.inference.predict import predict_frame
+from pgnn.inference.postprocess import Candidates, merge_clusters, nms_boxes_3d
+from pgnn.inference.predict import frame_graph, predict_frame, predict_graph
 from pgnn.nn.card import card_of
 from pgnn.nn.checkpoint import make_checkpoint
 from pgnn.nn.model import PointGNN
@@ -38,21 +38,6 @@ def _candidates(boxes: list[list[float]], scores: list[float], labels: list[int]
         labels=np.array(labels, dtype=np.int64),
         flat_index=np.arange(n, dtype=np.int64) * 4 + 1,
         point_index=np.arange(n, dtype=np.int64),
-    )
-
-
-def _detections(flat_index: list[int]) -> Detections:
-    m = len(flat_index)
-    return Detections(
-        boxes=np.zeros((m, 7)),
-        labels=np.zeros(m, np.int64),
-        names=("Car",) * m,
-        scores=np.ones(m),
-        probabilities=np.ones(m),
-        boxes_2d=np.zeros((m, 4)),
-        truncation=np.zeros(m),
-        alpha=np.zeros(m),
-        flat_index=np.array(flat_index, dtype=np.int64),
     )
 
 
@@ -84,16 +69,16 @@ def test_merge_clusters_follow_the_nms_walk() -> None:
         scores=[0.9, 0.8, 0.7, 0.6, 0.5],
         labels=[1, 1, 1, 1, 2],
     )
-    kept = NMS_FUNCTIONS["merge_score"](cand.boxes, cand.scores, cand.labels, 0.01)
+    kept = nms_boxes_3d(cand.boxes, cand.scores, cand.labels, 0.01, variant="merge_score")
     assert sorted(kept.index.tolist()) == [0, 2, 4]
-    detections = _detections([int(cand.flat_index[4]), int(cand.flat_index[0])])  # C first, then A; B dropped
-    cluster = merge_clusters(cand, kept.index, detections, 0.01)
+    cluster = merge_clusters(kept.owner, np.array([4, 0]))  # detections: C first, then A; B dropped
     np.testing.assert_array_equal(cluster, [1, 1, -1, 1, 0])
     owner = _greedy_owner(cand, 0.01)
     np.testing.assert_array_equal(owner, [0, 0, 2, 0, 4])
+    np.testing.assert_array_equal(kept.owner, owner)
 
 
-def test_explained_frame_has_predict_frames_detections(kitti_sample: Path) -> None:
+def test_predicted_frame_has_the_graphs_detections_and_their_clusters(kitti_sample: Path) -> None:
     model = PointGNN(TINY, generator=torch.Generator().manual_seed(0)).eval()
     meta = make_checkpoint(
         model,
@@ -108,8 +93,10 @@ def test_explained_frame_has_predict_frames_detections(kitti_sample: Path) -> No
     frame = load_frame(kitti_sample, "000008")
     graph_cfg = card.runtime_graph
     post_cfg = card.postprocess
-    want, _ = predict_frame(model, card, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
-    got = explain_frame(model, card, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
+    graph = frame_graph(frame, card, graph_cfg, np.random.default_rng(5))
+    P2, size = frame.calib.P2, frame.image_size
+    want = predict_graph(model, card, graph, P2, size, post_cfg, "cpu", graph_frame="cam2").detections
+    got = predict_frame(model, card, frame, graph_cfg, post_cfg, "cpu", np.random.default_rng(5))
     assert len(want) > 0
     np.testing.assert_array_equal(got.detections.boxes, want.boxes)
     np.testing.assert_array_equal(got.detections.scores, want.scores)

@@ -13,12 +13,10 @@ from pydantic import ValidationError
 from pgnn.config.inference import PostprocessConfig
 from pgnn.core.boxes import alpha_from_box, iou_3d
 from pgnn.inference.postprocess import (
-    NMS_FUNCTIONS,
+    NMS_VARIANTS,
+    NmsVariant,
     kitti_result_lines,
     nms_boxes_3d,
-    nms_boxes_3d_merge_only,
-    nms_boxes_3d_score_only,
-    nms_boxes_3d_uncertainty,
     nms_name_from_flags,
     occlusion_ratio,
     occlusion_rescore,
@@ -54,7 +52,7 @@ def test_plain_nms_keeps_the_best_of_each_cluster() -> None:
 
 
 def test_merge_only_takes_the_cluster_median() -> None:
-    r = nms_boxes_3d_merge_only(BOXES, SCORES, LABELS, 0.01)
+    r = nms_boxes_3d(BOXES, SCORES, LABELS, 0.01, variant="merge_only")
     np.testing.assert_array_equal(r.index, [1, 0, 3])
     np.testing.assert_allclose(r.boxes[0], np.median(BOXES[[1, 2, 4]], axis=0))
     np.testing.assert_array_equal(r.boxes[1:], BOXES[[0, 3]])
@@ -67,22 +65,22 @@ def test_circular_yaw_merge_across_plus_minus_pi() -> None:
     yaws = np.array([3.10, -3.12, 3.12, -3.10])
     boxes = np.array([[0.1 * k, 1.0, 10.0, 4.0, 1.5, 1.8, y] for k, y in enumerate(yaws)])
     scores, labels = np.array([0.9, 0.8, 0.7, 0.6]), np.ones(4, int)
-    for fn in (nms_boxes_3d_merge_only, nms_boxes_3d_uncertainty):
-        plain = fn(boxes, scores, labels, 0.01)
-        circ = fn(boxes, scores, labels, 0.01, circular_yaw=True)
+    for variant in ("merge_only", "merge_score"):
+        plain = nms_boxes_3d(boxes, scores, labels, 0.01, variant=variant)
+        circ = nms_boxes_3d(boxes, scores, labels, 0.01, variant=variant, circular_yaw=True)
         assert len(plain.boxes) == len(circ.boxes) == 1
         assert plain.boxes[0, 6] == pytest.approx(0.0, abs=1e-12)
         turn = (circ.boxes[0, 6] - np.pi + np.pi) % (2 * np.pi) - np.pi
         assert abs(turn) < 0.02  # ~pi (or -pi): median of the wrapped differences (0, -0.06, 0.02, 0.04)
         np.testing.assert_array_equal(circ.boxes[0, :6], plain.boxes[0, :6])
     # Within the original's yaw range [-pi/4, 3pi/4] the circular merge is the plain median.
-    r = nms_boxes_3d_uncertainty(BOXES, SCORES, LABELS, 0.01, circular_yaw=True)
-    plain = nms_boxes_3d_uncertainty(BOXES, SCORES, LABELS, 0.01)
+    r = nms_boxes_3d(BOXES, SCORES, LABELS, 0.01, variant="merge_score", circular_yaw=True)
+    plain = nms_boxes_3d(BOXES, SCORES, LABELS, 0.01, variant="merge_score")
     np.testing.assert_allclose(r.boxes, plain.boxes, atol=1e-12)
 
 
 def test_score_only_adds_overlap_weighted_scores() -> None:
-    r = nms_boxes_3d_score_only(BOXES, SCORES, LABELS, 0.01)
+    r = nms_boxes_3d(BOXES, SCORES, LABELS, 0.01, variant="score_only")
     np.testing.assert_array_equal(r.index, [1, 0, 3])
     np.testing.assert_array_equal(r.boxes, BOXES[[1, 0, 3]])
     ious = iou_3d(BOXES[[1]], BOXES[[2, 4]])[0]
@@ -92,14 +90,16 @@ def test_score_only_adds_overlap_weighted_scores() -> None:
 
 
 def test_merge_score_uses_the_iou_with_the_median() -> None:
-    r = nms_boxes_3d_uncertainty(BOXES, SCORES, LABELS, 0.01)
+    r = nms_boxes_3d(BOXES, SCORES, LABELS, 0.01, variant="merge_score")
     np.testing.assert_array_equal(r.index, [1, 0, 3])
     median = np.median(BOXES[[1, 2, 4]], axis=0)
     np.testing.assert_allclose(r.boxes[0], median)
     assert not np.allclose(median, BOXES[1])
     ious = iou_3d(median[None], BOXES[[2, 4]])[0]
     assert r.scores[0] == pytest.approx(0.9 + 0.8 * ious[0] + 0.5 * ious[1])
-    assert r.scores[0] != pytest.approx(nms_boxes_3d_score_only(BOXES, SCORES, LABELS, 0.01).scores[0])
+    assert r.scores[0] != pytest.approx(
+        nms_boxes_3d(BOXES, SCORES, LABELS, 0.01, variant="score_only").scores[0]
+    )
 
 
 def test_removed_boxes_remove_nothing() -> None:
@@ -111,8 +111,8 @@ def test_removed_boxes_remove_nothing() -> None:
             [6.0, 1.0, 10.0, 4.0, 1.5, 2.0, 0.0],  # overlaps 1 only
         ]
     )
-    for fn in NMS_FUNCTIONS.values():
-        r = fn(boxes, np.array([0.9, 0.8, 0.7]), np.ones(3, dtype=int), 0.01)
+    for variant in NMS_VARIANTS:
+        r = nms_boxes_3d(boxes, np.array([0.9, 0.8, 0.7]), np.ones(3, dtype=int), 0.01, variant=variant)
         np.testing.assert_array_equal(r.index, [0, 2])
 
 
@@ -126,14 +126,14 @@ def test_threshold_is_strict_and_ties_are_stable() -> None:
     np.testing.assert_array_equal(kept.index, [0])
     # Duplicated keypoints give identical candidates; the first in input order survives.
     dup = np.stack([b, a, a])
-    for fn in NMS_FUNCTIONS.values():
-        r = fn(dup, np.array([0.5, 0.8, 0.8]), np.ones(3, dtype=int), 0.01)
+    for variant in NMS_VARIANTS:
+        r = nms_boxes_3d(dup, np.array([0.5, 0.8, 0.8]), np.ones(3, dtype=int), 0.01, variant=variant)
         np.testing.assert_array_equal(r.index, [1])
 
 
 def test_nms_empty_and_bad_input() -> None:
-    for fn in NMS_FUNCTIONS.values():
-        r = fn(np.zeros((0, 7)), np.zeros(0), np.zeros(0, dtype=int), 0.01)
+    for variant in NMS_VARIANTS:
+        r = nms_boxes_3d(np.zeros((0, 7)), np.zeros(0), np.zeros(0, dtype=int), 0.01, variant=variant)
         assert r.boxes.shape == (0, 7) and r.scores.shape == (0,) and r.index.shape == (0,)
     with pytest.raises(ValueError, match="scores, labels"):
         nms_boxes_3d(BOXES, SCORES[:3], LABELS, 0.01)
@@ -141,17 +141,21 @@ def test_nms_empty_and_bad_input() -> None:
 
 def test_nms_does_not_modify_its_inputs() -> None:
     boxes, scores = BOXES.copy(), SCORES.copy()
-    nms_boxes_3d_uncertainty(boxes, scores, LABELS, 0.01)
+    nms_boxes_3d(boxes, scores, LABELS, 0.01, variant="merge_score")
     np.testing.assert_array_equal(boxes, BOXES)
     np.testing.assert_array_equal(scores, SCORES)
 
 
 def test_nms_names_and_flags() -> None:
-    assert set(NMS_FUNCTIONS) == {"plain", "merge_only", "score_only", "merge_score"}
-    assert NMS_FUNCTIONS[nms_name_from_flags(True, True)] is nms_boxes_3d_uncertainty
-    assert NMS_FUNCTIONS[nms_name_from_flags(True, False)] is nms_boxes_3d_merge_only
-    assert NMS_FUNCTIONS[nms_name_from_flags(False, True)] is nms_boxes_3d_score_only
-    assert NMS_FUNCTIONS[nms_name_from_flags(False, False)] is nms_boxes_3d
+    assert set(NMS_VARIANTS) == {"plain", "merge_only", "score_only", "merge_score"}
+    assert nms_name_from_flags(True, True) == "merge_score"  # the original's nms_boxes_3d_uncertainty
+    assert nms_name_from_flags(True, False) == "merge_only"  # nms_boxes_3d_merge_only
+    assert nms_name_from_flags(False, True) == "score_only"  # nms_boxes_3d_score_only
+    assert nms_name_from_flags(False, False) == "plain"  # nms_boxes_3d
+    assert NMS_VARIANTS["merge_score"] == NmsVariant(merge=True, accumulate=True)
+    assert NMS_VARIANTS["merge_only"] == NmsVariant(merge=True, accumulate=False)
+    assert NMS_VARIANTS["score_only"] == NmsVariant(merge=False, accumulate=True)
+    assert NMS_VARIANTS["plain"] == NmsVariant(merge=False, accumulate=False)
 
 
 # ----------------------------------------------------------------------------------- occlusion, truncation
@@ -302,7 +306,9 @@ def reference(pointgnn_reference: Path, kitti_sample: Path):  # noqa: ANN201
 def test_fidelity_nms_truncation_rescoring_lines(reference, model: str, frame: str) -> None:  # noqa: ANN001
     ref = reference(model, frame)
     # 1. Merge + score NMS (nms_boxes_3d_uncertainty, threshold 0.01).
-    r = nms_boxes_3d_uncertainty(ref["nms_in_boxes"], ref["nms_in_scores"], ref["nms_in_labels"], 0.01)
+    r = nms_boxes_3d(
+        ref["nms_in_boxes"], ref["nms_in_scores"], ref["nms_in_labels"], 0.01, variant="merge_score"
+    )
     np.testing.assert_array_equal(r.index, ref["nms_out_index"])
     np.testing.assert_array_equal(r.labels, ref["nms_out_labels"])
     np.testing.assert_allclose(r.boxes, ref["nms_out_boxes"].reshape(-1, 7), atol=1e-3, rtol=0)
@@ -336,7 +342,9 @@ def test_fidelity_postprocess_frame(reference, model: str, frame: str) -> None: 
     # Decoding is another module's job: place the reference's decoded candidates, NaN elsewhere.
     boxes = np.full((*probs.shape, 7), np.nan)
     boxes.reshape(-1, 7)[ref["box_indices"]] = ref["nms_in_boxes"]
-    det = postprocess_frame(probs, boxes, ref["vertex_coord_2"], ref["P"], IMAGE_SIZE, PostprocessConfig())
+    det, _, _ = postprocess_frame(
+        probs, boxes, ref["vertex_coord_2"], ref["P"], IMAGE_SIZE, PostprocessConfig()
+    )
     assert len(det) == len(ref["det_score"])
     assert det.names == ("Car",) * len(det)
     np.testing.assert_array_equal(det.labels, ref["det_class"])

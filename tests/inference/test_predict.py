@@ -343,14 +343,20 @@ def test_cam2_checkpoint_shifts_points_in_and_boxes_back() -> None:
     cam2_graph = _shifted(rect_graph, offset)
     size = (1242, 375)
     # The network of a cam2 checkpoint sees the cam2 coordinates, whichever frame the cached graph is in ...
-    from_rect = predict_graph(model, _meta("cam2"), rect_graph, P2, size, post, "cpu", graph_frame="rect")
-    from_cam2 = predict_graph(model, _meta("cam2"), cam2_graph, P2, size, post, "cpu", graph_frame="cam2")
+    from_rect = predict_graph(
+        model, _meta("cam2"), rect_graph, P2, size, post, "cpu", graph_frame="rect"
+    ).detections
+    from_cam2 = predict_graph(
+        model, _meta("cam2"), cam2_graph, P2, size, post, "cpu", graph_frame="cam2"
+    ).detections
     assert len(from_rect) == len(from_cam2) > 0
     assert np.allclose(from_rect.boxes, from_cam2.boxes, atol=1e-5)
     assert np.allclose(from_rect.scores, from_cam2.scores, rtol=1e-5)
     # ... and its boxes come back in the label frame: the same network run as a "rect" model on the cam2
     # coordinates gives the cam2-frame boxes, which sit exactly one offset away.
-    in_cam2 = predict_graph(model, _meta("rect"), cam2_graph, P2, size, post, "cpu", graph_frame="rect")
+    in_cam2 = predict_graph(
+        model, _meta("rect"), cam2_graph, P2, size, post, "cpu", graph_frame="rect"
+    ).detections
     assert np.allclose(in_cam2.boxes[:, :3] - offset, from_cam2.boxes[:, :3], atol=1e-5)
     assert np.allclose(in_cam2.boxes[:, 3:], from_cam2.boxes[:, 3:], atol=1e-6)
     # 2D boxes and alpha are computed in the label frame with P2

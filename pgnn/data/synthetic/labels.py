@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from pgnn.core.boxes import alpha_from_box, boxes_to_image_2d
-from pgnn.data.labels import Label
+from pgnn.data.labels import Label, label_from_box
 from pgnn.data.synthetic.config import SynthConfig
 from pgnn.data.synthetic.lidar import Scan
 from pgnn.data.synthetic.objects import round2
@@ -43,21 +43,14 @@ def make_labels(scene: Scene, scan: Scan, config: SynthConfig) -> tuple[list[Lab
     labels: list[Label] = []
     label_index = np.full(n, -1, dtype=np.int64)
     for i in np.flatnonzero(in_image & ~dontcare):
-        x, y, z, l, h, w, ry = (float(v) for v in scene.boxes[i])
         labels.append(
-            Label(
-                type=scene.kinds[i],
+            label_from_box(
+                scene.kinds[i],
+                scene.boxes[i],
                 truncated=round2(float(truncation[i])),
                 occluded=occlusion_level(int(scan.visible[i]), int(scan.expected[i])),
                 alpha=round2(float(alpha[i])),
                 bbox=tuple(round2(float(v)) for v in box2d[i]),  # type: ignore[arg-type]
-                h=h,
-                w=w,
-                l=l,
-                x=x,
-                y=y,
-                z=z,
-                ry=ry,
             )
         )
         label_index[i] = len(labels) - 1
