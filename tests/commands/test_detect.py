@@ -4,7 +4,10 @@ Real frames: ../shared/data/kitti_sample (KITTI, CC BY-NC-SA 3.0, non-commercial
 (../shared/data/pointgnn_reference). Four scans are written as .bin, .pcd (binary_compressed), .ply (binary)
 and .npy in their velodyne frame, with no calib; ``pgnn detect`` with a 90-degree front cone must find every
 box ``pgnn predict`` finds with the calib and the image (BEV IoU >= 0.7 once both are in the sensor frame).
-The T1 network costs about 3 s a frame here, so the two runs are shared by the tests (a module fixture).
+The T1 network costs about 3 s a frame here, so the runs are shared by the tests: ``pgnn predict``'s is the
+session fixture ``t1_predictions`` (tests/conftest.py; it also serves tests/inference/test_predict.py, and
+reads 000114 through ``--bin`` with its calib: the same points in view as with its image, whose size is the
+default), ``pgnn detect``'s a module fixture.
 
 ``pgnn detect`` runs here with predict's voxel grid (``--voxel-origin points_min``, anchored at the points'
 minimum, the original's) and ``--score-threshold 0.2`` (``pgnn predict``: the default 1/4): a candidate whose
@@ -20,8 +23,6 @@ scan give that car the same box, score and probability.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import cli
 
-from pgnn.cli import main as cli_main
 from pgnn.config.sensor import SensorConfig
 from pgnn.core.boxes import iou_bev
 from pgnn.data.frames import points_rect_to_velo, velo_to_rect_matrix
@@ -49,43 +50,19 @@ FRAMES = {
 }
 
 
-def _cli(argv: list[str]) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli_main(argv)
-    return rc, out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def runs(
-    tmp_path_factory: pytest.TempPathFactory, kitti_sample: Path, pointgnn_reference: Path
+    tmp_path_factory: pytest.TempPathFactory, kitti_sample: Path, t1_checkpoint: Path
 ) -> Iterator[dict[str, Any]]:
     threads = torch.get_num_threads()
     try:
-        yield _runs(tmp_path_factory.mktemp("detect"), kitti_sample, pointgnn_reference)
+        yield _runs(tmp_path_factory.mktemp("detect"), kitti_sample, t1_checkpoint)
     finally:
         torch.set_num_threads(threads)  # --threads 1 sets it for the whole process
 
 
-def _runs(tmp: Path, kitti_sample: Path, pointgnn_reference: Path) -> dict[str, Any]:
-    ckpt = tmp / "t1.pt"
-    assert _cli(["import-weights", str(pointgnn_reference / "car_auto_T1_train.npz"), str(ckpt)])[0] == 0
+def _runs(tmp: Path, kitti_sample: Path, ckpt: Path) -> dict[str, Any]:
     common = ["--checkpoint", str(ckpt), "--device", "cpu", "--threads", "1"]
-    ids = ",".join(FRAMES)
-    rc, _ = _cli(
-        [
-            "predict",
-            "--root",
-            str(kitti_sample),
-            "--ids",
-            ids,
-            "--out",
-            str(tmp / "predict"),
-            "--quiet",
-            *common,
-        ]
-    )
-    assert rc == 0
     files = []
     for fid, (suffix, encoding) in FRAMES.items():
         scan = read_velodyne(kitti_sample / "training" / "velodyne" / f"{fid}.bin")
@@ -93,7 +70,7 @@ def _runs(tmp: Path, kitti_sample: Path, pointgnn_reference: Path) -> dict[str, 
         write_point_cloud(files[-1], scan, encoding)
     (tmp / "front.yaml").write_text("field_of_view: 90\n")
     argv = ["detect", *map(str, files), "--sensor", str(tmp / "front.yaml"), "--out", str(tmp / "detect")]
-    rc, stdout = _cli([*argv, "--kitti", "--score-threshold", "0.2", "--voxel-origin", "points_min", *common])
+    rc, stdout = cli([*argv, "--kitti", "--score-threshold", "0.2", "--voxel-origin", "points_min", *common])
     assert rc == 0
     return {"dir": tmp, "ckpt": ckpt, "stdout": stdout}
 
@@ -110,11 +87,13 @@ def _predict_boxes_in_velo(path: Path, calib_path: Path) -> np.ndarray:
     return np.column_stack([xyz, boxes[:, 3], boxes[:, 5], boxes[:, 4], yaw])
 
 
-def test_detect_finds_every_box_predict_finds(runs: dict[str, Any], kitti_sample: Path) -> None:
+def test_detect_finds_every_box_predict_finds(
+    runs: dict[str, Any], t1_predictions: dict[str, Any], kitti_sample: Path
+) -> None:
     total = 0
     for fid in FRAMES:
         calib = kitti_sample / "training" / "calib" / f"{fid}.txt"
-        expected = _predict_boxes_in_velo(runs["dir"] / "predict" / f"{fid}.txt", calib)  # (M, 7)
+        expected = _predict_boxes_in_velo(t1_predictions["files"][fid], calib)  # (M, 7)
         found = json.loads((runs["dir"] / "detect" / f"{fid}.json").read_text())["detections"]
         got = np.array([d["box"] for d in found]).reshape(-1, 7)
         # BEV IoU in the sensor frame: both as boxes of the plain axis swap (the x-z plane is the ground)
@@ -148,12 +127,12 @@ def test_detect_writes_the_json_and_kitti_files(runs: dict[str, Any]) -> None:
 def test_detect_errors_are_one_line(runs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     bad = runs["dir"] / "bad.ply"
     bad.write_bytes(b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n")
-    rc, _ = _cli(["detect", str(bad), "--checkpoint", str(runs["ckpt"]), "--out", str(runs["dir"] / "x")])
+    rc, _ = cli(["detect", str(bad), "--checkpoint", str(runs["ckpt"]), "--out", str(runs["dir"] / "x")])
     err = capsys.readouterr().err.strip()
     assert rc == 1 and err == f"pgnn detect: error: {bad}: expected PLY vertex properties x, y, z, got x"
     xyz = runs["dir"] / "xyz.npy"
     np.save(xyz, np.zeros((3, 3), np.float32))
-    rc, _ = _cli(["detect", str(xyz), "--checkpoint", str(runs["ckpt"]), "--out", str(runs["dir"] / "x")])
+    rc, _ = cli(["detect", str(xyz), "--checkpoint", str(runs["ckpt"]), "--out", str(runs["dir"] / "x")])
     assert rc == 1 and "--missing-intensity zeros" in capsys.readouterr().err
 
 
@@ -170,9 +149,7 @@ def test_detect_gives_a_car_the_same_box_in_a_crop_and_in_the_whole_scan(
     np.save(tmp / "whole.npy", scan)
     np.save(tmp / "crop.npy", scan[inside])
     common = ["--checkpoint", str(runs["ckpt"]), "--device", "cpu", "--threads", "1", "--quiet"]
-    rc, _ = _cli(
-        ["detect", str(tmp / "whole.npy"), str(tmp / "crop.npy"), "--out", str(tmp / "out"), *common]
-    )
+    rc, _ = cli(["detect", str(tmp / "whole.npy"), str(tmp / "crop.npy"), "--out", str(tmp / "out"), *common])
     assert rc == 0 and inside.sum() < 0.9 * len(scan)
 
     def near_car(stem: str) -> list[dict[str, Any]]:

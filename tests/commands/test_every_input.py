@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import TINY_MODEL, save_random_checkpoint
 
 from pgnn.cli import COMMANDS, command_parser
 from pgnn.cli import main as cli_main
@@ -185,33 +186,11 @@ def tree(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def synth_and_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    import torch
-
-    from pgnn.config.network import GNNLayerConfig, ModelConfig
     from pgnn.data.synthetic.dataset import generate_dataset
-    from pgnn.nn.checkpoint import make_checkpoint, save_checkpoint
-    from pgnn.nn.model import PointGNN
 
     tmp = tmp_path_factory.mktemp("inputs")
     generate_dataset(tmp / "synthetic", 1, seed=0)
-    tiny = ModelConfig(
-        point_mlp=(8,),
-        set_mlp=(8,),
-        gnn_layers=(GNNLayerConfig(offset_mlp=(4, 3), edge_mlp=(8,), update_mlp=(8,)),),
-        cls_hidden=(4,),
-        loc_hidden=(4,),
-    )
-    model = PointGNN(tiny, generator=torch.Generator().manual_seed(0))
-    ckpt = make_checkpoint(
-        model,
-        input_frame="rect",
-        graph_preset="car",
-        encoding="classaware_all_class_box_encoding",
-        label_method="Car",
-        input_features="i",
-        step=0,
-    )
-    save_checkpoint(tmp / "tiny.pt", ckpt)
+    save_random_checkpoint(tmp / "tiny.pt", TINY_MODEL, graph_preset="car")
     return tmp / "synthetic", tmp / "tiny.pt"
 
 

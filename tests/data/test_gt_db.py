@@ -10,7 +10,7 @@ import pytest
 
 from pgnn.core.boxes import expand_boxes, iou_bev, points_in_boxes
 from pgnn.core.errors import DataError
-from pgnn.data.frames import Frame, load_frame
+from pgnn.data.frames import Frame
 from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db, write_gt_db
 from pgnn.data.gt_paste import GtSampleConfig, estimate_ground_y, sample_and_paste
 from pgnn.data.kitti import Calib
@@ -416,8 +416,8 @@ def test_config_is_strict() -> None:
 # Real KITTI frames
 
 
-def test_real_frames(kitti_sample) -> None:
-    frames = [load_frame(kitti_sample, f) for f in ("000008", "000114", "000134")]
+def test_real_frames(kitti_frame) -> None:
+    frames = [kitti_frame(f) for f in ("000008", "000114", "000134")]
     table = build_gt_db(frames)
     gt = GtDatabase.from_table(table)
     expected = 0
@@ -426,7 +426,7 @@ def test_real_frames(kitti_sample) -> None:
         counts = points_in_boxes(f.points_rect, expand_boxes(boxes, (1.1, 1.1, 1.1))).sum(axis=0)
         expected += sum(1 for lb, c in zip(f.labels, counts, strict=True) if lb.type != "DontCare" and c > 10)
     assert len(gt) == expected > 10
-    target = load_frame(kitti_sample, "000003")
+    target = kitti_frame("000003")
     points = point_set_from_frame(target)
     boxes = labels_to_boxes(target.labels)
     names = tuple(lb.type for lb in target.labels)

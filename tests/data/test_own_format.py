@@ -4,16 +4,14 @@ graphs, a few training steps, predict, evaluate) on a converted dataset. Synthet
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from helpers import cli
 
-from pgnn.cli import main as cli_main
 from pgnn.core.shards import run_plan
 from pgnn.data.kitti import frame_ids, has_camera, read_split
 from pgnn.data.labels import Label, labels_to_boxes, read_labels
@@ -25,11 +23,6 @@ from pgnn.eval.kitti import evaluate
 IDS = ("000000", "000001", "000002", "000003")
 
 
-def _cli(argv: list[str]) -> int:
-    with contextlib.redirect_stdout(io.StringIO()):
-        return cli_main(argv)
-
-
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A 4-frame synthetic root, its own-format export (.pcd) and the KITTI root ``pgnn convert`` makes."""
@@ -37,7 +30,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     generate_dataset(tmp / "synth", len(IDS), seed=3)
     splits = {s: read_split(tmp / "synth" / "ImageSets" / f"{s}.txt") for s in ("train", "val")}
     export_kitti_to_own(tmp / "synth", IDS, tmp / "own", splits, suffix=".pcd", encoding="binary_compressed")
-    assert _cli(["convert", str(tmp / "own"), str(tmp / "kitti")]) == 0
+    assert cli(["convert", str(tmp / "own"), str(tmp / "kitti")])[0] == 0
     return {"dir": tmp, "synth": tmp / "synth", "own": tmp / "own", "kitti": tmp / "kitti"}
 
 
@@ -76,13 +69,13 @@ def test_convert_layout_and_errors(converted: dict[str, Path], capsys: pytest.Ca
     (own / "points" / "scan_a.bin").write_bytes(np.zeros((3, 4), "<f4").tobytes())
     (own / "labels" / "scan_a.json").write_text(json.dumps({"objects": [{"class": "Car", "box": [1, 2, 3]}]}))
     (own / "splits" / "train.txt").write_text("scan_a\n")
-    assert _cli(["convert", str(own), str(converted["dir"] / "out")]) == 1
+    assert cli(["convert", str(own), str(converted["dir"] / "out")])[0] == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"pgnn convert: error: {own / 'labels' / 'scan_a.json'}: object 0: expected box")
     assert "\n" not in err and not (converted["dir"] / "out").exists()
     (own / "labels" / "scan_a.json").write_text(json.dumps({"objects": []}))
     (own / "splits" / "train.txt").write_text("scan_b\n")
-    assert _cli(["convert", str(own), str(converted["dir"] / "out")]) == 1
+    assert cli(["convert", str(own), str(converted["dir"] / "out")])[0] == 1
     assert "train.txt:1: expected a frame of points/, got 'scan_b'" in capsys.readouterr().err
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import TINY_MODEL
 
-from pgnn.config.network import MODEL_PRESETS, GNNLayerConfig, ModelConfig
+from pgnn.config.network import MODEL_PRESETS
 from pgnn.core.errors import DataError
 from pgnn.nn.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -22,14 +23,6 @@ from pgnn.nn.checkpoint import (
 )
 from pgnn.nn.graph_input import graph_input_from_arrays
 from pgnn.nn.model import PointGNN
-
-SMALL = ModelConfig(
-    point_mlp=(8,),
-    set_mlp=(8,),
-    gnn_layers=(GNNLayerConfig(offset_mlp=(4, 3), edge_mlp=(8,), update_mlp=(8,)),),
-    cls_hidden=(4,),
-    loc_hidden=(4,),
-)
 
 
 def new_checkpoint(model: PointGNN, **extra) -> dict:
@@ -64,7 +57,7 @@ def toy_graph() -> dict[str, np.ndarray]:
 
 
 def test_round_trip_reproduces_the_model(tmp_path: Path) -> None:
-    model = PointGNN(SMALL, generator=torch.Generator().manual_seed(1))
+    model = PointGNN(TINY_MODEL, generator=torch.Generator().manual_seed(1))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     g = graph_input_from_arrays(toy_graph())
     logits, boxes = model(g)
@@ -85,7 +78,7 @@ def test_round_trip_reproduces_the_model(tmp_path: Path) -> None:
 
     loaded, meta = load_model(path)
     assert not loaded.training
-    assert loaded.cfg == SMALL
+    assert loaded.cfg == TINY_MODEL
     assert meta["step"] == 1000 and meta["input_frame"] == "rect" and meta["train_config"] == {"lr": 1e-3}
     assert meta["rng"]["numpy"] == rng_state["numpy"]
     with torch.no_grad():
@@ -97,7 +90,7 @@ def test_round_trip_reproduces_the_model(tmp_path: Path) -> None:
 
 
 def test_load_checkpoint_rejects_wrong_format(tmp_path: Path) -> None:
-    ckpt = new_checkpoint(PointGNN(SMALL))
+    ckpt = new_checkpoint(PointGNN(TINY_MODEL))
     ckpt["format"] = "pgnn-checkpoint/0"
     path = tmp_path / "old.pt"
     torch.save(ckpt, path)
@@ -118,7 +111,7 @@ def test_load_checkpoint_rejects_wrong_format(tmp_path: Path) -> None:
     ],
 )
 def test_save_validates_fields(tmp_path: Path, key: str, value, message: str) -> None:
-    ckpt = new_checkpoint(PointGNN(SMALL))
+    ckpt = new_checkpoint(PointGNN(TINY_MODEL))
     ckpt[key] = value
     with pytest.raises(DataError, match=message):
         save_checkpoint(tmp_path / "x.pt", ckpt)
@@ -145,7 +138,7 @@ def test_load_refuses_pickled_code_and_garbage(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_load_model_rejects_mismatched_parameters(tmp_path: Path) -> None:
-    ckpt = new_checkpoint(PointGNN(SMALL))
+    ckpt = new_checkpoint(PointGNN(TINY_MODEL))
     ckpt["model_config"] = MODEL_PRESETS["small"].model_dump(mode="json")
     path = tmp_path / "mismatch.pt"
     save_checkpoint(path, ckpt)
@@ -173,7 +166,7 @@ def test_latest_checkpoint_picks_the_highest_step(tmp_path: Path) -> None:
 
 def test_save_overwrites_atomically(tmp_path: Path) -> None:
     path = tmp_path / "ckpt.pt"
-    model = PointGNN(SMALL)
+    model = PointGNN(TINY_MODEL)
     save_checkpoint(path, new_checkpoint(model))
     ckpt = new_checkpoint(model)
     ckpt["step"] = 2000

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import TINY_CARD, TINY_MODEL, random_checkpoint
 
 from pgnn.cli import main as cli_main
-from pgnn.config.network import GNNLayerConfig, LossConfig, ModelConfig
+from pgnn.config.network import LossConfig
 from pgnn.config.training import TrainConfig
 from pgnn.core.errors import DataError
 from pgnn.nn.checkpoint import (
@@ -20,31 +21,15 @@ from pgnn.nn.checkpoint import (
     latest_good_checkpoint,
     load_checkpoint,
     load_model,
-    make_checkpoint,
     save_checkpoint,
 )
-from pgnn.nn.model import PointGNN
 from pgnn.training.loop import train
 
-TINY = ModelConfig(
-    point_mlp=(8,),
-    set_mlp=(8,),
-    gnn_layers=(GNNLayerConfig(offset_mlp=(4, 3), edge_mlp=(8,), update_mlp=(8,)),),
-    cls_hidden=(4,),
-    loc_hidden=(4,),
-)
-META = {
-    "input_frame": "rect",
-    "graph_preset": "car",
-    "encoding": "classaware_all_class_box_encoding",
-    "label_method": "Car",
-    "input_features": "i",
-}
+META = {**TINY_CARD, "graph_preset": "car"}
 
 
 def _checkpoint(step: int = 1) -> dict:
-    model = PointGNN(TINY, generator=torch.Generator().manual_seed(0))
-    return make_checkpoint(model, step=step, **META)
+    return random_checkpoint(TINY_MODEL, graph_preset="car", step=step)
 
 
 def _poisoned(path: Path, value: float, step: int = 2) -> str:
@@ -107,7 +92,7 @@ def test_resume_skips_a_non_finite_checkpoint_and_fine_tuning_refuses_one(tmp_pa
     _poisoned(init, float("inf"))
     cfg = TrainConfig(batch_size=1, max_steps=1, max_epoch=None, device="cpu")
     with pytest.raises(DataError, match=r"init.pt: expected finite weights"):
-        train([None] * 2, TINY, cfg, LossConfig(), tmp_path / "fine", meta=META, init_checkpoint=init)
+        train([None] * 2, TINY_MODEL, cfg, LossConfig(), tmp_path / "fine", meta=META, init_checkpoint=init)
 
 
 def test_pgnn_predict_refuses_a_nan_checkpoint_in_one_line(

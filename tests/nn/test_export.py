@@ -7,16 +7,14 @@ encodings close to the eager ``PointGNN`` (``|x - eager| <= 2e-5 + 1e-5 |eager|`
 ``assert_allclose(rtol=1e-5, atol=2e-5)``: ONNX Runtime's matrix products round differently from PyTorch's,
 up to 1.24e-5 absolute on logits as large as 15 on one machine, and 1.14e-5 on a logit of 0.005 on another
 (frame 000004), so the issue's 1e-5 is not met on every CPU) and, through ``predict_graph``, the same
-detections. Both
-files are exported once per session by the ``pgnn export`` command (``exported``). Small random models
-cover what T1 does not: another activation (the max of post-activations), no auto-offset, no GNN iteration,
-and keypoints with no edge (their max is 0).
+detections. Both files are exported once per module by the ``pgnn export`` command (``exported``) from the
+session's ``t1_checkpoint`` (tests/conftest.py). Small random models cover what T1 does not: another
+activation (the max of post-activations), no auto-offset, no GNN iteration, and keypoints with no edge (their
+max is 0).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +24,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from helpers import cli, save_random_checkpoint
 from PIL import Image
 
 from pgnn.cli import main as cli_main
@@ -36,10 +35,9 @@ from pgnn.inference.backends import Detector, ProgramNetwork, load_detector
 from pgnn.inference.postprocess import Detections
 from pgnn.inference.predict import predict_graph
 from pgnn.nn.card import card_of
-from pgnn.nn.checkpoint import load_model, make_checkpoint, save_checkpoint
+from pgnn.nn.checkpoint import load_model
 from pgnn.nn.export import PT2_EXTRA_FILE, export_model_file, metadata_from_strings
 from pgnn.nn.graph_input import GraphInput, graph_input_from_arrays
-from pgnn.nn.model import PointGNN
 
 FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
 TOL = 1e-5  # relative
@@ -47,30 +45,18 @@ ATOL = 2e-5  # absolute: see the module docstring
 BACKENDS = ("onnx", "pt2")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """One thread: fastest on the shared 2-core machines."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _cli(argv: list[str]) -> int:
-    with contextlib.redirect_stdout(io.StringIO()):
-        return cli_main(argv)
+pytestmark = pytest.mark.usefixtures("one_torch_thread_per_module")  # fastest on the shared 2-core machines
 
 
 @pytest.fixture(scope="module")
-def exported(pointgnn_reference: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """T1 imported (``t1.pt``) and exported by ``pgnn export`` (``t1.onnx``, ``t1.pt2``); all three loaded."""
+def exported(t1_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """T1 imported (``t1_checkpoint``) and exported by ``pgnn export`` (``t1.onnx``, ``t1.pt2``); all three
+    loaded."""
     out = tmp_path_factory.mktemp("export")
-    ckpt = out / "t1.pt"
-    assert _cli(["import-weights", str(pointgnn_reference / "car_auto_T1_train.npz"), str(ckpt)]) == 0
-    files = {"pt": ckpt}
+    files = {"pt": t1_checkpoint}
     for suffix in BACKENDS:
         files[suffix] = out / f"t1.{suffix}"
-        assert _cli(["export", str(ckpt), str(files[suffix])]) == 0
+        assert cli(["export", str(t1_checkpoint), str(files[suffix])])[0] == 0
     networks = {name: load_network(path, "cpu", threads=1) for name, path in files.items()}
     return {"files": files, "networks": networks}
 
@@ -107,7 +93,7 @@ def _detect(network: Any, meta: dict[str, Any], graph: dict[str, np.ndarray], ki
     recording = Recording(network)
     detections = predict_graph(
         recording, meta["card"], graph, calib.P2, size, meta["card"].postprocess, "cpu", graph_frame="cam2"
-    )
+    ).detections
     return recording.outputs, detections
 
 
@@ -217,20 +203,9 @@ def _synthetic_graph(input_dim: int, rng: np.random.Generator) -> dict[str, np.n
 @pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
 def test_small_models_export_exactly(name: str, tmp_path: Path) -> None:
     cfg = SMALL_CONFIGS[name]
-    model = PointGNN(cfg, generator=torch.Generator().manual_seed(3)).eval()
     ckpt = tmp_path / "small.pt"
-    save_checkpoint(
-        ckpt,
-        make_checkpoint(
-            model,
-            input_frame="rect",
-            graph_preset="car",
-            encoding="classaware_all_class_box_encoding",
-            label_method="Car",
-            input_features="i" if cfg.input_dim == 1 else "irgb",
-            step=7,
-        ),
-    )
+    features = "i" if cfg.input_dim == 1 else "irgb"
+    save_random_checkpoint(ckpt, cfg, graph_preset="car", step=7, seed=3, input_features=features)
     graph = graph_input_from_arrays(_synthetic_graph(cfg.input_dim, np.random.default_rng(1)))
     eager, entries = load_model(ckpt)
     with torch.inference_mode():

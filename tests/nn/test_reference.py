@@ -2,8 +2,9 @@
 
 The reference data (``pointgnn_reference`` fixture, see its README) holds the TF variables of
 ``car_auto_T{0,1}_train`` and, for 7 KITTI frames, the exact graph fed to the network and what TF computed
-from it. We import the weights with ``pgnn import-weights``, load the checkpoint, feed the saved graph
-(T0 uses the T1 graphs: they were bit-identical) and compare.
+from it. We import the weights with ``pgnn import-weights`` (the session's ``released_checkpoint``,
+tests/conftest.py), load the checkpoint, feed the saved graph (T0 uses the T1 graphs: they were
+bit-identical) and compare.
 
 Tolerance, per element: ``|ours - tf| <= 1e-4 + 1e-4 * |tf|`` (``np.testing.assert_allclose(rtol=1e-4,
 atol=1e-4)``). The README measured an independent float32 numpy forward at <= 1.3e-5 from TF on the logits and
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -46,28 +47,14 @@ T1_FRAMES = (
 RTOL = ATOL = 1e-4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """One thread: fastest on the shared 2-core machines (OpenMP busy-waiting hurts with two)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one thread: fastest on the shared 2-core machines (OpenMP busy-waiting hurts with two)
+pytestmark = pytest.mark.usefixtures("one_torch_thread_per_module")
 
 
 @pytest.fixture(scope="module")
-def imported(pointgnn_reference: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+def imported(released_checkpoint: Callable[[str], Path]) -> dict[str, tuple]:
     """``pgnn import-weights`` for T0 and T1 (config found beside the npz), then ``load_model``."""
-    out = tmp_path_factory.mktemp("imported")
-    models = {}
-    for name in ("T0", "T1"):
-        ckpt_path = out / f"car_auto_{name}.pt"
-        code = cli_main(
-            ["import-weights", str(pointgnn_reference / f"car_auto_{name}_train.npz"), str(ckpt_path)]
-        )
-        assert code == 0
-        models[name] = load_model(ckpt_path, "cpu")
-    return models
+    return {name: load_model(released_checkpoint(name), "cpu") for name in ("T0", "T1")}
 
 
 def reference_frame(root: Path, run: str, frame: str) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import save_random_checkpoint
 from test_loop import LOSS, META, TINY_MODEL, final_state, one_torch_thread, tiny_records, tiny_train_config
 
 from pgnn.config.network import GNNLayerConfig, ModelConfig
@@ -21,10 +22,7 @@ from pgnn.nn.checkpoint import (
     latest_good_checkpoint,
     load_checkpoint,
     load_model,
-    make_checkpoint,
-    save_checkpoint,
 )
-from pgnn.nn.model import PointGNN
 from pgnn.training.loop import train
 
 __all__ = ["one_torch_thread"]  # autouse fixture of test_loop: one torch thread
@@ -57,18 +55,7 @@ def _flip(path: Path, offset: int, count: int) -> None:
 
 
 def _checkpoint(path: Path, step: int = 1000) -> dict:
-    model = PointGNN(MODEL, generator=torch.Generator().manual_seed(0))
-    ckpt = make_checkpoint(
-        model,
-        input_frame="rect",
-        graph_preset="car",
-        encoding="classaware_all_class_box_encoding",
-        label_method="Car",
-        input_features="i",
-        step=step,
-    )
-    save_checkpoint(path, ckpt)
-    return ckpt
+    return save_random_checkpoint(path, MODEL, graph_preset="car", step=step)
 
 
 def test_flipped_bytes_inside_a_tensor_are_caught(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ The model is shrunk (one 16-wide GNN iteration) so the whole file runs in well u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ import torch
 from pgnn.config.graphs import GRAPH_PRESETS
 from pgnn.config.params import Params
 from pgnn.core.shards import run_plan
-from pgnn.data.frames import load_frame
+from pgnn.data.frames import Frame
 from pgnn.data.kitti import PAINTED_CLASSES
 from pgnn.data.labels import read_labels
 from pgnn.data.prepare import SCORE_COLUMNS, prepare_plan, read_prepared_dir
@@ -66,11 +67,11 @@ def pipeline(kitti_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> di
 
 
 def test_painted_frames_keep_their_scores_through_prepare(
-    kitti_sample: Path, pipeline: dict[str, Path]
+    kitti_frame: Callable[..., Frame], pipeline: dict[str, Path]
 ) -> None:
     frames = read_prepared_dir(pipeline["prepared"])
     assert [f.frame_id for f in frames] == list(PAINTED)
-    direct = load_frame(kitti_sample, "000003", painted=True)
+    direct = kitti_frame("000003", painted=True)
     scores = frames[3].scores
     assert scores is not None and scores.shape == (len(direct.points_rect), len(PAINTED_CLASSES))
     np.testing.assert_array_equal(scores, direct.scores)
@@ -125,7 +126,9 @@ def _train(r: object, pipeline: dict[str, Path], name: str) -> Path:
     return out / "model.pt"
 
 
-def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipeline: dict[str, Path]) -> None:
+def test_painted_training_resumes_exactly_and_predicts(
+    kitti_frame: Callable[..., Frame], pipeline: dict[str, Path]
+) -> None:
     from pgnn.inference.backends import load_detector
     from pgnn.inference.predict import predict_frame
     from pgnn.inference.run import write_detections
@@ -142,9 +145,9 @@ def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipel
     assert (pipeline["root"] / "straight" / "train.json").exists()
 
     detector = load_detector(straight, "cpu")
-    frame = load_frame(kitti_sample, "000005", painted=True)
+    frame = kitti_frame("000005", painted=True)
     post = detector.card.with_postprocess(score_threshold=0.0)  # an untrained model: keep whatever it finds
-    detections, times = predict_frame(
+    prediction = predict_frame(
         detector.network,
         detector.card,
         frame,
@@ -153,6 +156,7 @@ def test_painted_training_resumes_exactly_and_predicts(kitti_sample: Path, pipel
         "cpu",
         np.random.default_rng(0),
     )
+    detections, times = prediction.detections, prediction.times
     assert set(times) >= {"graph", "gnn", "nms"}
     assert detections.boxes.shape[1] == 7 and np.isfinite(detections.boxes).all()
     path = pipeline["root"] / "pred" / "000005.txt"

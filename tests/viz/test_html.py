@@ -221,34 +221,10 @@ def test_view_command_errors_in_one_line(tmp_path: Path, capsys) -> None:  # noq
 
 
 def test_view_command_draws_a_models_detections_graph_and_clusters(
-    kitti_sample: Path, tmp_path: Path
+    kitti_sample: Path, tiny_checkpoint: Path, tmp_path: Path
 ) -> None:
-    import torch
-
-    from pgnn.config.network import GNNLayerConfig, ModelConfig
-    from pgnn.nn.checkpoint import make_checkpoint, save_checkpoint
-    from pgnn.nn.model import PointGNN
-
-    tiny = ModelConfig(
-        point_mlp=(8,),
-        set_mlp=(8,),
-        gnn_layers=(GNNLayerConfig(offset_mlp=(4, 3), edge_mlp=(8,), update_mlp=(8,)),),
-        cls_hidden=(4,),
-        loc_hidden=(4,),
-    )
-    model = PointGNN(tiny, generator=torch.Generator().manual_seed(0))
-    ckpt = make_checkpoint(
-        model,
-        input_frame="rect",
-        graph_preset="ped_cyc",
-        encoding="classaware_all_class_box_encoding",
-        label_method="Car",
-        input_features="i",
-        step=0,
-    )
-    save_checkpoint(tmp_path / "tiny.pt", ckpt)
     out = tmp_path / "pages"
-    argv = ["view", "--root", str(kitti_sample), "8", "--checkpoint", str(tmp_path / "tiny.pt")]
+    argv = ["view", "--root", str(kitti_sample), "8", "--checkpoint", str(tiny_checkpoint)]
     rc = cli_main([*argv, "--graph", "--clusters", "--max-edges", "300", "--out", str(out)])
     assert rc == 0
     text = (out / "000008.html").read_text()

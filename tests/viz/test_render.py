@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -14,7 +15,7 @@ from matplotlib.patches import Polygon
 from PIL import Image
 
 from pgnn.cli import main as cli_main
-from pgnn.data.frames import Frame, load_frame
+from pgnn.data.frames import Frame
 from pgnn.data.kitti import Calib
 from pgnn.data.labels import Label
 from pgnn.viz.render import CLASS_COLORS, bev_figure, write_bev_png
@@ -134,8 +135,8 @@ def test_bev_figure_leaves_no_pyplot_state() -> None:
     assert plt.get_fignums() == before
 
 
-def test_write_png_of_real_frame(kitti_sample: Path, tmp_path: Path) -> None:
-    frame = load_frame(kitti_sample, "000114")
+def test_write_png_of_real_frame(kitti_frame: Callable[..., Frame], tmp_path: Path) -> None:
+    frame = kitti_frame("000114")
     out = tmp_path / "bev.png"
     write_bev_png(frame, out, dpi=60)
     with Image.open(out) as image:
