@@ -239,20 +239,18 @@ def disk_usage(folder: Path) -> int:
 def run_steps(project: Path) -> tuple[dict[str, float], dict[str, float]]:
     """prepare@{train,val}, graphs@{train,val} through pgnn.pipeline.runner; wall and CPU seconds per step
     (the CPU seconds of the pool workers count when the step's pool has ended)."""
-    from pgnn.pipeline.runner import load_stage_params, run_item, stage_items
-    from pgnn.pipeline.stages import Layout
+    from pgnn.pipeline.runner import driver_session, stage_items
 
-    layout = Layout(project)
     seconds: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    with contextlib.redirect_stdout(io.StringIO()):  # run_plan prints a line per shard (936 a split)
-        for it in stage_items(["params", "prepare", "graphs"]):
-            params = load_stage_params(it.stage, layout)
-            if it.stage.name == "params":  # params.resolved.yaml (untimed, ms)
-                run_item(it, layout, params)
-                continue
+    with (
+        contextlib.redirect_stdout(io.StringIO()),  # run_plans prints a line per shard (936 a split)
+        driver_session(project / "params.yaml", project, "kitti_scale", record=False) as session,
+    ):
+        session.run(["params"])  # params.resolved.yaml (untimed, ms)
+        for it in stage_items(["prepare", "graphs"]):
             with timed(seconds, cpu, it.target):
-                run_item(it, layout, params)
+                session.execute(it.stage, [it])
     return seconds, cpu
 
 

@@ -5,9 +5,10 @@ In that order, and each step only when the one before passed:
 1. the arguments (one line on stderr and status 2 for a bad one, in about a second: prefect is not imported);
 2. params.yaml, loaded and resolved to its recipe (``pgnn.recipe.presets.resolve``): a bad value is one line
    ``python -m flows: error: params.yaml: <key>: <what was expected>`` (pgnn.core.errors), status 1;
-3. whether anything is to do (:func:`pgnn.pipeline.record.pending`: ``dvc status`` of the asked-for stages
-   and those upstream of them, as the flow decides it). If not, say so and exit: no flow run, no Prefect
-   server (``--always-run`` runs the flow anyway);
+3. whether anything is to do (:meth:`pgnn.pipeline.runner.Session.pending`: ``dvc status`` of the asked-for
+   stages and those upstream of them, as the flow decides it; a flow other than ``full`` first runs the
+   params stage and refuses the other flow's stale stages, :meth:`pgnn.pipeline.runner.Session.check`). If
+   nothing is, say so and exit: no flow run, no Prefect server (``--always-run`` runs the flow anyway);
 4. the flow, against ``PREFECT_API_URL`` (yours, or your profile's) or else Prefect's ephemeral server; with
    ``--runner processes`` or ``dask`` and no API URL, one ``prefect server start`` that every process of
    the run shares (``flows/server.py``; the flow then runs in a child process whose environment names it).
@@ -28,8 +29,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from flows import PREPROCESS_STAGES, RUNNER_KINDS, SHARD_STAGES, STAGES, TRAIN_EVALUATE_STAGES
+from flows.prefect_env import user_api_url
 from pgnn.core.errors import debug_enabled, report, user_errors
-from pgnn.pipeline.prefect_env import user_api_url
 
 PROG = "python -m flows"
 FLOW_STAGES: dict[str, tuple[str, ...]] = {
@@ -107,21 +108,19 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     check_params(args.params)
     stages = tuple(args.stages)
     own_api = user_api_url() is not None
-    if args.flow != "full":  # another flow's stale stages: one line here, before Prefect starts
-        from pgnn.pipeline.record import check_upstream
+    from pgnn.pipeline.runner import driver_session
 
-        check_upstream(args.params, args.root, stages, FLOW_STAGES[args.flow])
-    if not args.always_run:
-        from pgnn.pipeline.record import pending
-
-        stale = pending(args.params, args.root, stages)
-        if stale == []:
-            print(
-                f"{args.flow} flow: nothing to do, every stage item of {' '.join(stages)} (and upstream) is "
-                f"current in dvc.lock (checked in {time.perf_counter() - t0:.1f} s; no flow run, no Prefect "
-                "server)"
-            )
-            return 0
+    with driver_session(args.params, args.root, f"{PROG} (checks before the {args.flow} flow)") as session:
+        if args.flow != "full":  # another flow's stale stages: one line here, before Prefect starts
+            session.check(stages, FLOW_STAGES[args.flow])
+        stale = None if args.always_run else session.pending(stages)
+    if stale == []:
+        print(
+            f"{args.flow} flow: nothing to do, every stage item of {' '.join(stages)} (and upstream) is "
+            f"current in dvc.lock (checked in {time.perf_counter() - t0:.1f} s; no flow run, no Prefect "
+            "server)"
+        )
+        return 0
     if args.runner != "threads" and any(s in SHARD_STAGES for s in stages) and not own_api:
         return run_with_shared_server(argv)
     summary = run_flow(args, stages)

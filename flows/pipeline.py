@@ -3,15 +3,15 @@ wiring (:func:`pgnn.pipeline.runner.run_item`, what ``dvc repro`` runs too) and 
 
     params -> synth -> prepare@{train,val} -> gt_db -> graphs@{train,val} -> train -> predict -> evaluate
     \__________________ preprocess_flow ____________________/   \_____ train_evaluate_flow (+ plots) ___/
-    \_________________________________ pgnn_pipeline (pgnn-full) ___________________________________/
+    \___________________________________ full_flow (pgnn-full) ____________________________________/
 
-For each stage it is asked for, a flow first asks DVC which of the stage's items are stale (``dvc status``,
-:func:`pgnn.pipeline.record.stale_items`), runs those, and ``dvc commit``s them
-(:func:`pgnn.pipeline.record.record`): so after any flow run ``dvc status`` is clean and ``dvc repro``
-reruns nothing, and a flow after ``dvc repro`` runs nothing either. Stages upstream of those asked for are
-run too when stale (:func:`pgnn_pipeline`); the two deployment flows, meant for two work pools, refuse
-instead, naming the stale stages of the other flow (train-evaluate on a GPU machine never preprocesses on
-it by surprise).
+Each flow is a driver session (:func:`pgnn.pipeline.runner.driver_session`, the rules every driver follows)
+whose stage items run as Prefect tasks. For each stage it is asked for, it first asks DVC which of the stage's
+items are stale (``dvc status``), runs those, and ``dvc commit``s them: so after any flow run ``dvc status``
+is clean and ``dvc repro`` reruns nothing, and a flow after ``dvc repro`` runs nothing either. Stages upstream
+of those asked for are run too when stale (:func:`full_flow`); the two deployment flows, meant for two work
+pools, refuse instead, naming the stale stages of the other flow (train-evaluate on a GPU machine never
+preprocesses on it by surprise).
 
 The shard stages (prepare, graphs) fan their pending shards out on the task runner you choose (threads,
 processes or a Dask cluster: :func:`shards_flow`), from the plan the stage's own ``run`` builds. Outside a
@@ -30,39 +30,30 @@ import importlib
 import json
 import runpy
 import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.context import get_run_context
-from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows import PREPROCESS_STAGES, SHARD_STAGES, STAGES, TRAIN_EVALUATE_STAGES
+from flows import PREPROCESS_STAGES, STAGES, TRAIN_EVALUATE_STAGES
 from flows.runners import RunnerKind, has_api_url, make_task_runner
-from flows.tasks import build_shard, publish_ap, stage_task
-from pgnn.config.params import load_params
-from pgnn.core.lock import project_lock
-from pgnn.core.shards import ShardPlan, ShardTask, finalize_plan, pending_tasks, record_shard
-from pgnn.pipeline.lockfile import repair_lock
-from pgnn.pipeline.record import project_paths, record, refuse_stale_upstream, stale_items, work_plan
-from pgnn.pipeline.runner import item_of, load_stage_params, stage_items
-from pgnn.pipeline.stages import Layout
+from flows.tasks import prefect_map, publish_ap, stage_task
+from pgnn.core.shards import ShardBuildError, run_plans
+from pgnn.pipeline.runner import StageItem, driver_session, item_of
+from pgnn.pipeline.stages import Layout, Stage
 
 __all__ = [
     "FLOWS",
     "ShardBuildError",
     "check_stages",
+    "full_flow",
     "pgnn_pipeline",
     "preprocess_flow",
     "shards_flow",
     "train_evaluate_flow",
 ]
-
-
-class ShardBuildError(RuntimeError):
-    """Some shards failed all their retries (every other shard was built and recorded)."""
 
 
 def check_stages(stages: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
@@ -73,86 +64,19 @@ def check_stages(stages: Sequence[str], allowed: Sequence[str]) -> tuple[str, ..
     return tuple(stages)
 
 
-def build_plans(plans: Mapping[str, ShardPlan]) -> dict[str, dict[str, Any]]:
-    """Build the missing or stale shards of several plans at once on the flow's task runner
-    (``build_shard.map``); return per-plan stats.
-
-    Each shard that lands is recorded in its folder's manifest at once (so a killed flow resumes), each
-    folder whose shards all landed is finalized. Raises :class:`ShardBuildError` naming the failed shards
-    after that; a rerun builds only those.
-    """
-    logger = get_run_logger()
-    stats: dict[str, dict[str, Any]] = {}
-    todo: list[tuple[str, ShardTask]] = []
-    for label, plan in plans.items():
-        pending = pending_tasks(plan)
-        current = len(plan.tasks) - len(pending)
-        stats[label] = {
-            "shards": len(plan.tasks),
-            "current": current,
-            "built": [],
-            "cached": [],
-            "failed": [],
-        }
-        names = ": " + ", ".join(t.file for t in pending) if pending else ""
-        logger.info(f"{label}: {current} of {len(plan.tasks)} shards current, building {len(pending)}{names}")
-        todo += [(label, shard) for shard in pending]
-    if todo:
-        futures = build_shard.map(
-            plan=[plans[label] for label, _ in todo],
-            shard=[shard for _, shard in todo],
-            label=[label for label, _ in todo],
-        )
-        owner: dict[PrefectFuture[Any], tuple[str, ShardTask]] = dict(zip(futures, todo, strict=True))
-        for fut in as_completed(list(futures)):
-            label, shard = owner[fut]
-            fut.wait()  # sets the future's final state (without it, .state may ask the API and see "Running")
-            state = fut.state
-            if state.is_completed():
-                entry = fut.result()
-                record_shard(plans[label], shard, entry["sha256"])
-                how = "cached" if state.name == "Cached" else "built"
-                stats[label][how].append(shard.file)
-                verb = "reused verified cache of" if how == "cached" else "wrote"
-                logger.info(f"{label}: {verb} {shard.file} ({len(shard.frames)} frames)")
-            else:
-                stats[label]["failed"].append(shard.file)
-                logger.error(f"{label}: {shard.file} failed after retries: {_failure(fut, state)}")
-    for label, plan in plans.items():
-        for k in ("built", "cached", "failed"):
-            stats[label][k].sort()
-        if not stats[label]["failed"]:
-            finalize_plan(plan)
-    failed = [f"{label}:{f}" for label, s in stats.items() for f in s["failed"]]
-    if failed:
-        raise ShardBuildError(
-            f"{len(failed)} shard(s) failed: {', '.join(failed)}; a rerun builds only those"
-        )
-    return stats
-
-
-def _failure(fut: PrefectFuture[Any], state: Any) -> str:
-    """What went wrong with a task run: its state's message, or the exception its result raises."""
-    if state.message:
-        return state.message
-    try:
-        fut.result()
-    except BaseException as e:  # noqa: B036  (reported, not handled)
-        return f"{type(e).__name__}: {e}"
-    return f"state {state.name}"
-
-
 @flow(name="pgnn-shards", task_runner=ThreadPoolTaskRunner(), log_prints=True)
 def shards_flow(params_path: str, project_root: str, targets: list[str]) -> dict[str, Any]:
     """Shard stage items (``prepare@train``, ``graphs@val``, ...), their shards fanned out on this flow's task
-    runner: the plans are the stages' own (``pgnn.pipeline.steps.<stage>.plan``)."""
-    layout = Layout(Path(project_root))
+    runner (:func:`flows.tasks.prefect_map`) by the one shard loop (:func:`pgnn.core.shards.run_plans`),
+    from the stages' own plans (``pgnn.pipeline.steps.<stage>.plan``)."""
     plans = {}
-    for target in targets:
-        it = item_of(target)
-        params = load_stage_params(it.stage, layout, Path(params_path))
-        plans[target] = importlib.import_module(it.stage.entry).plan(params, layout, it.item)
-    return build_plans(plans)
+    with driver_session(params_path, project_root, "", record=False, hold_lock=False) as session:
+        for target in targets:
+            it = item_of(target)
+            plans[target] = importlib.import_module(it.stage.entry).plan(
+                session.params(it.stage), session.layout, it.item
+            )
+    return run_plans(plans, prefect_map, get_run_logger().info)
 
 
 def run_stages(
@@ -164,76 +88,47 @@ def run_stages(
     dask_address: str | None = None,
     max_workers: int | None = None,
 ) -> dict[str, Any]:
-    """Run ``stages`` and the stages upstream of them (:func:`work_plan`), in the table's order, holding the
-    project's lock (one writer of its outputs at a time): each stage's stale items (``dvc status`` just
-    before its turn, since an upstream stage that ran may have changed its inputs), then ``dvc commit`` of
-    them. A stale upstream stage outside ``allowed`` (the other deployment's, ``params`` excepted: every
-    flow validates and resolves params.yaml) stops the run with one line naming it. Without DVC's record,
-    the asked-for stages (and ``params``) run, each content-keyed. Returns what each item did."""
+    """Run ``stages`` and the stages upstream of them in a driver session
+    (:meth:`pgnn.pipeline.runner.Session.run`: the project's lock, DVC's record, the params rule, the
+    refusal of a stale stage outside ``allowed``), each stage's items as Prefect tasks: a shard stage's
+    shards fanned out on ``task_runner`` (:func:`shards_flow`), any other item one :func:`stage_task`;
+    after ``evaluate``, its AP table as the run's artifacts. Returns what each item did."""
     logger = get_run_logger()
-    path, layout, recorded = project_paths(params_path, project_root)
-    if recorded:
-        repair_lock(layout.root)
-    else:
-        logger.warning(f"{layout.root}: no DVC record (not a DVC project or not its params.yaml): run all")
-    shards = {"task_runner": task_runner, "dask_address": dask_address, "max_workers": max_workers}
-    summary: dict[str, Any] = {}
-    with project_lock(layout.root, f"prefect flow {get_run_context().flow_run.name}"):
-        for name in work_plan(path, layout.root, stages):
-            targets = [it.target for it in stage_items([name])]
-            if not recorded and name not in (*stages, "params"):
-                continue  # no record to tell whether an upstream stage is stale: the caller asked for these
-            if name not in {"params", *allowed}:
-                if recorded:
-                    refuse_stale_upstream(layout, targets)
-                continue
-            todo = stale_items(layout.root, targets) if recorded else targets
-            if not todo:
-                logger.info(f"{name}: current ({', '.join(targets)})")
-                summary |= {t: "current" for t in targets}
-                continue
-            summary |= run_stage_items(name, todo, path, layout, **shards)
-            if recorded:
-                record(layout.root, todo)
-    return summary
+    who = f"prefect flow {get_run_context().flow_run.name}"
 
-
-def run_stage_items(
-    name: str,
-    targets: list[str],
-    params_path: Path,
-    layout: Layout,
-    task_runner: RunnerKind,
-    dask_address: str | None,
-    max_workers: int | None,
-) -> dict[str, Any]:
-    """Run the items ``targets`` of stage ``name``: a shard stage's shards fanned out on the task runner
-    (:func:`shards_flow`), any other item as one :func:`stage_task`; after ``evaluate``, its AP table as
-    the run's artifacts."""
-    logger = get_run_logger()
-    logger.info(f"{name}: running {', '.join(targets)}")
-    if name in SHARD_STAGES:
-        if task_runner != "threads" and not has_api_url():
-            logger.warning(
-                f"task_runner={task_runner!r} without PREFECT_API_URL: each worker process starts its own "
-                "ephemeral API server (slow): start one, or use `python -m flows` (it shares one)"
+    def execute(s: Stage, items: list[StageItem]) -> dict[str, Any]:
+        targets = [it.target for it in items]
+        if s.sharded:
+            if task_runner != "threads" and not has_api_url():
+                logger.warning(
+                    f"task_runner={task_runner!r} without PREFECT_API_URL: each worker process starts its "
+                    "own ephemeral API server (slow): start one, or use `python -m flows` (it shares one)"
+                )
+            workers = max_workers or session.source.params.data.workers
+            runner = make_task_runner(task_runner, workers, dask_address)
+            root = str(session.layout.root)
+            return shards_flow.with_options(task_runner=runner)(str(session.source.path), root, targets)
+        for target in targets:
+            stage_task(target, str(session.layout.root), str(session.source.path))
+        done: dict[str, Any] = {t: "ran" for t in targets}
+        if s.name == "evaluate":
+            layout: Layout = session.layout
+            publish_ap(
+                json.loads(layout.path("eval_metrics").read_text()), str(layout.path("predictions", "val"))
             )
-        workers = max_workers or load_params(params_path).data.workers
-        runner = make_task_runner(task_runner, workers, dask_address)
-        return shards_flow.with_options(task_runner=runner)(str(params_path), str(layout.root), targets)
-    for target in targets:
-        stage_task(target, str(layout.root), str(params_path))
-    summary: dict[str, Any] = {t: "ran" for t in targets}
-    if name == "evaluate":
-        publish_ap(
-            json.loads(layout.path("eval_metrics").read_text()), str(layout.path("predictions", "val"))
-        )
-        summary["ap"] = json.loads(layout.path("ap").read_text())
-    return summary
+            done["ap"] = json.loads(layout.path("ap").read_text())
+        return done
+
+    with driver_session(params_path, project_root, who, log=logger.info) as session:
+        if not session.recorded:
+            logger.warning(
+                f"{session.layout.root}: no DVC record (not a DVC project or not its params.yaml): run all"
+            )
+        return session.run(stages, allowed, execute)
 
 
-@flow(name="pgnn-pipeline", log_prints=True)
-def pgnn_pipeline(
+@flow(name="pgnn-full", log_prints=True)
+def full_flow(
     params_path: str = "params.yaml",
     project_root: str | None = None,
     stages: tuple[str, ...] = STAGES,
@@ -241,8 +136,8 @@ def pgnn_pipeline(
     dask_address: str | None = None,
     max_workers: int | None = None,
 ) -> dict[str, Any]:
-    """The whole pipeline (the ``pgnn-full`` deployment), or the ``stages`` listed and every stage upstream
-    of them that is stale.
+    """The whole pipeline (the ``pgnn-full`` flow and deployment, ``--flow full``), or the ``stages`` listed
+    and every stage upstream of them that is stale.
 
     Args:
         params_path: the params.yaml (relative to the working directory).
@@ -267,7 +162,7 @@ def preprocess_flow(
     max_workers: int | None = None,
 ) -> dict[str, Any]:
     """params -> synth -> prepare -> gt_db -> graphs, shards fanned out on ``task_runner`` (the CPU work
-    pool's deployment ``pgnn-preprocess``; arguments as :func:`pgnn_pipeline`)."""
+    pool's deployment ``pgnn-preprocess``; arguments as :func:`full_flow`)."""
     stages = check_stages(stages, PREPROCESS_STAGES)
     return run_stages(
         params_path, project_root, stages, PREPROCESS_STAGES, task_runner, dask_address, max_workers
@@ -286,7 +181,11 @@ def train_evaluate_flow(
     return run_stages(params_path, project_root, stages, TRAIN_EVALUATE_STAGES)
 
 
-FLOWS = {"full": pgnn_pipeline, "preprocess": preprocess_flow, "train-evaluate": train_evaluate_flow}
+pgnn_pipeline = full_flow
+"""The full flow's name until this release (``flows/pipeline.py:pgnn_pipeline`` in a deployment's entrypoint
+still works; its Prefect name is now ``pgnn-full``, was ``pgnn-pipeline``). Goes in the next release."""
+
+FLOWS = {"full": full_flow, "preprocess": preprocess_flow, "train-evaluate": train_evaluate_flow}
 
 
 OLD_ENTRY_NOTE = (

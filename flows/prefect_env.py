@@ -1,8 +1,9 @@
 """Offline, quiet Prefect settings, applied *before* ``import prefect``, that leave the user's Prefect alone.
 
-Prefect 3 reads its settings from the environment once, when it is imported, so :func:`configure_prefect`
-must run first (``flows/__init__.py`` calls it). Every value is a default: a variable the user set, or a
-setting of the user's active Prefect profile, wins. Nothing here imports prefect, and nothing needs a network:
+Prefect 3 reads its settings from the environment once, when it is imported, so :func:`configure_prefect` must
+run first (``flows/__init__.py`` calls it, so importing ``flows`` applies it). Every value is a default: a
+variable the user set, or a setting of the user's active Prefect profile, wins. Nothing here imports prefect,
+and nothing needs a network:
 
 - no telemetry (``DO_NOT_TRACK``, server analytics off) and no UI for ``prefect server start``;
 - ``pgnn`` loggers (training progress) in the flow runs' logs (``PREFECT_LOGGING_EXTRA_LOGGERS``);
@@ -119,11 +120,11 @@ def configure_prefect(
 
 
 def project_root() -> Path:
-    """The repository that holds this ``pgnn`` package (an editable install) or, failing that, the cwd.
+    """The repository that holds these flows or, failing that, the cwd.
 
-    The repository is recognised by its ``params.yaml`` next to the ``pgnn/`` package folder.
+    The repository is recognised by its ``params.yaml`` next to the ``flows/`` folder.
     """
-    here = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve().parents[1]
     return here if (here / "params.yaml").exists() else Path.cwd().resolve()
 
 
@@ -145,6 +146,6 @@ def shell_exports(project_root: str | Path) -> str:
     return "\n".join(f"export {name}={shlex.quote(value)}" for name, value in effective.items())
 
 
-# eval "$(python -m pgnn.pipeline.prefect_env)": the same settings for the prefect CLI
+# eval "$(python -m flows.prefect_env)": the same settings for the prefect CLI
 if __name__ == "__main__":
     print(shell_exports(project_root()))

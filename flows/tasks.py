@@ -5,8 +5,8 @@ artifacts.
 driver uses (``dvc repro`` calls it through ``stages/<name>.py``): the flow never lists a step's
 arguments. The shard stages (prepare, graphs) are fanned out instead: the flow takes the stage's own plan
 (``pgnn.pipeline.steps.<stage>.plan``, the plan its ``run`` builds) and maps :func:`build_shard` over its
-pending shards on the task runner; recording each shard in the folder's manifest and finalizing it are the
-same functions ``run`` uses (:mod:`pgnn.core.shards`).
+pending shards on the task runner (:func:`prefect_map`, the map the one shard loop
+:func:`pgnn.core.shards.run_plans` is handed; the stage's ``run`` hands it a process pool).
 
 What to run is DVC's decision (``dvc status``, :mod:`pgnn.pipeline.record`), never Prefect's result cache:
 the tasks persist no results, except :func:`build_shard`'s record, used only while the file on disk still
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,11 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
+from prefect.futures import PrefectFuture, as_completed
 
 from pgnn.core.io import sha256_file
-from pgnn.core.shards import ShardPlan, ShardTask, shard_entry, stable_hash
-from pgnn.pipeline.runner import item_of, load_stage_params, run_item
-from pgnn.pipeline.stages import Layout
+from pgnn.core.shards import Built, ShardJob, ShardPlan, ShardTask, shard_entry, stable_hash
+from pgnn.pipeline.runner import driver_session, item_of
 
 
 def verified_cache_key(store: Any, key: str, still_valid: Any) -> str | None:
@@ -91,11 +91,11 @@ def heartbeat(target: str, every: float = HEARTBEAT_S) -> Iterator[None]:
 @task(name="stage", task_run_name="{target}", cache_policy=NO_CACHE, retries=0, log_prints=True)
 def stage_task(target: str, root: str, params_path: str) -> str:
     """Run stage item ``target`` (``train``, ``prepare@val``) on the project at ``root``, reading
-    ``params_path`` (the params stage) or the ``params.resolved.yaml`` resolved from it (the others)."""
+    ``params_path`` (the params stage) or the ``params.resolved.yaml`` resolved from it (the others), inside
+    the flow's session (which holds the project's lock)."""
     it = item_of(target)
-    layout = Layout(Path(root))
-    with heartbeat(target):
-        run_item(it, layout, load_stage_params(it.stage, layout, Path(params_path)))
+    with heartbeat(target), driver_session(params_path, root, "", record=False, hold_lock=False) as session:
+        session.execute(it.stage, [it])
     return target
 
 
@@ -111,12 +111,41 @@ def stage_task(target: str, root: str, params_path: str) -> str:
 )
 def build_shard(plan: ShardPlan, shard: ShardTask, label: str) -> dict[str, Any]:
     """Build one shard with the plan's own builder and return its manifest entry (file, frames, key,
-    sha256). Runs on any task runner: ``plan.build`` is picklable. The caller records the entry
-    (:func:`pgnn.core.shards.record_shard`); ``label`` (e.g. ``graphs@val``) only names the task run."""
+    sha256). Runs on any task runner: ``plan.build`` is picklable. :func:`pgnn.core.shards.run_plans` records
+    the entry; ``label`` (e.g. ``graphs@val``) only names the task run."""
     out = Path(plan.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plan.build(shard, out / shard.file)
     return shard_entry(plan, shard)
+
+
+def prefect_map(jobs: Sequence[ShardJob]) -> Iterator[Built]:
+    """The flows' :data:`pgnn.core.shards.ShardMap`: :func:`build_shard` mapped over the jobs on the
+    current flow's task runner, each reported as it finishes (a failure once its retries are spent)."""
+    futures = build_shard.map(
+        plan=[plan for _, plan, _ in jobs],
+        shard=[task for _, _, task in jobs],
+        label=[lab for lab, _, _ in jobs],
+    )
+    index: dict[PrefectFuture[Any], int] = {fut: i for i, fut in enumerate(futures)}
+    for fut in as_completed(list(futures)):
+        fut.wait()  # sets the future's final state (without it, .state may ask the API and see "Running")
+        state = fut.state
+        if state.is_completed():
+            yield Built(index[fut], sha256=fut.result()["sha256"], cached=state.name == "Cached")
+        else:
+            yield Built(index[fut], error=_failure(fut, state))
+
+
+def _failure(fut: PrefectFuture[Any], state: Any) -> str:
+    """What went wrong with a task run: its state's message, or the exception its result raises."""
+    if state.message:
+        return state.message
+    try:
+        fut.result()
+    except BaseException as e:  # noqa: B036  (reported, not handled)
+        return f"{type(e).__name__}: {e}"
+    return f"state {state.name}"
 
 
 AP_TABLE_KEY = "pgnn-eval-ap"

@@ -5,16 +5,14 @@ database and the cached graphs that the recipe reads are built (or reused) first
 and paths as the DVC stages (:mod:`pgnn.pipeline.standalone`). A rerun with the same params resumes the
 newest checkpoint of that run.
 
-One writer at a time: the command holds the project's lock (``<project root>/.pgnn/lock``,
-``pgnn.core.lock.project_lock``) from start to end, so a second ``pgnn train`` on the same project is refused
-at once naming the first one's pid (under ``torchrun`` rank 0 holds it for all ranks).
+One writer at a time: the command holds the project's lock (``<project root>/.pgnn/lock``, taken by
+``pgnn.pipeline.runner.driver_session``) from start to end, so a second ``pgnn train`` on the same project
+is refused at once naming the first one's pid (under ``torchrun`` rank 0 holds it for all ranks).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 from pathlib import Path
 
 
@@ -33,13 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pgnn.config.params import load_params
-    from pgnn.core.lock import project_lock
     from pgnn.pipeline.standalone import train_project
 
     load_params(args.params)  # a bad params file is named before anything is written
-    root = Path(args.params).resolve().parent
-    main_rank = int(os.environ.get("RANK", "0")) == 0
-    with project_lock(root, f"pgnn train --params {args.params}") if main_rank else contextlib.nullcontext():
-        path = train_project(args.params, max_steps=args.max_steps, device=args.device)
+    path = train_project(args.params, max_steps=args.max_steps, device=args.device)
     print(f"model: {path}")
     return 0

@@ -8,6 +8,7 @@ sub-configs that each pgnn function takes. Stages and flows pass only the sub-co
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -118,6 +119,30 @@ def values_digest(values: Any) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class ParamsSource:
+    """What the ``params`` stage reads: a params file with a command line's ``train`` overrides (None values
+    are left out: ``pgnn train --max-steps``). :attr:`params` validates it when first asked (a stage that
+    reads only ``params.resolved.yaml`` never does); :attr:`digest` is what ``params.resolved.yaml`` records
+    as its source: the file's values, plus the overrides."""
+
+    def __init__(self, path: str | Path = "params.yaml", **train: Any) -> None:
+        self.path = Path(path).resolve()
+        self.train = {k: v for k, v in train.items() if v is not None}
+
+    @functools.cached_property
+    def params(self) -> Params:
+        params = load_params(self.path)
+        if not self.train:
+            return params
+        return params.model_copy(update={"train": {**params.train, **self.train}})
+
+    @property
+    def digest(self) -> str:
+        if not self.train:
+            return params_digest(self.path)
+        return values_digest({"file": params_digest(self.path), "train": self.train})
+
+
 RESOLVED_SOURCE = "# source: params.yaml values sha256 "
 """The line of ``params.resolved.yaml``'s header that names the params it was resolved from."""
 
@@ -142,15 +167,18 @@ class ResolvedParams:
         self.raw, self.path, self.on_load = raw, Path(path), on_load
 
     @classmethod
-    def load(cls, path: str | Path, params_path: str | Path | None = None) -> ResolvedParams:
-        """Read ``path``; with ``params_path``, fail unless it was resolved from that file's values."""
+    def load(
+        cls, path: str | Path, params_path: str | Path | None = None, *, digest: str | None = None
+    ) -> ResolvedParams:
+        """Read ``path``; with ``params_path``, fail unless it was resolved from that file's values (or from
+        the source ``digest`` given, :attr:`ParamsSource.digest`)."""
         path = Path(path)
         hint = "run `dvc repro params` (or `python stages/params.py`) first"
         if not path.is_file():
             raise DataError(path, f"missing: {hint}")
         text = read_text(path, "a YAML file", MAX_YAML_BYTES)
         if params_path is not None:
-            digest = params_digest(params_path)
+            digest = params_digest(params_path) if digest is None else digest
             if f"{RESOLVED_SOURCE}{digest}" not in text:
                 raise DataError(path, f"was not resolved from the current {Path(params_path).name}: {hint}")
         return cls(parse_yaml(text, path) or {}, path)

@@ -11,9 +11,9 @@ run resumes where it stopped (each shard and each manifest update is written ato
 param rebuilds exactly the shards it affects. Files in the folder that the manifest does not list (stale
 shards, temp files of a killed writer) are removed at the end.
 
-:func:`run_plan` is three steps that other drivers (the Prefect flows in ``flows/``) compose themselves:
-:func:`pending_tasks` (what is missing or stale), ``plan.build`` per shard plus :func:`record_shard` as
-each lands, and :func:`finalize_plan`.
+:func:`run_plans` is the one shard loop of every driver: :func:`pending_tasks` (what is missing or stale),
+the builds fanned out by the driver's :data:`ShardMap` (a process pool, Dask, Prefect's task map) with
+:func:`record_shard` as each lands, and :func:`finalize_plan`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,51 +259,125 @@ def build_shards(
     return run_plan(ShardPlan(Path(out_dir), tuple(tasks), build, kind, params, code), workers, log)
 
 
-def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | None = print) -> dict[str, Any]:
-    """Build the shards of ``plan`` that are not :func:`is_current` (in a process pool when ``workers > 1``),
-    :func:`record_shard` each as it lands, then :func:`finalize_plan`. The Prefect flows (``flows/``) run the
-    same three steps with Prefect tasks."""
-    Path(plan.out_dir).mkdir(parents=True, exist_ok=True)
-    todo = pending_tasks(plan)
-    if log:
+@dataclass(frozen=True)
+class Built:
+    """What a :data:`ShardMap` reports for one shard it was handed: its position in the list, the built
+    file's sha256 (None: hash it here), whether it came from a verified cache, or why it failed."""
+
+    index: int
+    sha256: str | None = None
+    cached: bool = False
+    error: str | None = None
+
+
+ShardJob = tuple[str, ShardPlan, ShardTask]
+"""One shard to build: the label of its plan (``graphs@val``), the plan, the shard."""
+
+ShardMap = Callable[[Sequence[ShardJob]], Iterable[Built]]
+"""How a driver fans shard builds out: build each job (``plan.build(task, out_dir / task.file)``) and
+yield a :class:`Built` as each lands, in any order (a failure is reported once the map's own retries are
+spent). :func:`pool_map` is the process pool of the DVC stages;
+the Prefect flows hand in their task map (``flows/tasks.py``). A map may raise instead of reporting a
+failure (the pool does, so the first error stops the run with its own message)."""
+
+
+class ShardBuildError(RuntimeError):
+    """Some shards failed (every other shard was built and recorded): a rerun builds only those."""
+
+
+def run_plans(
+    plans: Mapping[str, ShardPlan], map_shards: ShardMap, log: Callable[[str], None] | None = print
+) -> dict[str, dict[str, Any]]:
+    """Build the pending shards (:func:`pending_tasks`) of several plans, keyed by label, with ``map_shards``;
+    :func:`record_shard` each as it lands (a killed run resumes), then :func:`finalize_plan` each plan whose
+    shards all landed. Returns per label: ``shards``, ``current`` and the sorted ``built``, ``cached`` and
+    ``failed`` files. Every driver's shard loop (the stage scripts through :func:`run_plan`, the Prefect
+    flows).
+
+    Raises:
+        ShardBuildError: naming the failed shards, after every other one was recorded.
+    """
+    jobs: list[ShardJob] = []
+    stats: dict[str, dict[str, Any]] = {}
+    for label, plan in plans.items():
+        Path(plan.out_dir).mkdir(parents=True, exist_ok=True)
+        todo = pending_tasks(plan)
         current = len(plan.tasks) - len(todo)
-        log(f"{plan.kind}: {current} of {len(plan.tasks)} shards current, building {len(todo)}")
-
-    progress = Progress(len(todo), plan.kind, "shard", log=log, enabled=bool(log and todo))
-
-    def done(task: ShardTask) -> None:
-        record_shard(plan, task)
+        stats[label] = {
+            "shards": len(plan.tasks),
+            "current": current,
+            "built": [],
+            "cached": [],
+            "failed": [],
+        }
         if log:
-            log(f"{plan.kind}: wrote {task.file} ({len(task.frames)} frames)")
-        progress.update()
-
+            names = ": " + ", ".join(t.file for t in todo) if todo else ""
+            log(f"{label}: {current} of {len(plan.tasks)} shards current, building {len(todo)}{names}")
+        jobs += [(label, plan, task) for task in todo]
+    progress = Progress(len(jobs), ", ".join(plans), "shard", log=log, enabled=bool(log and jobs))
     with progress:
-        _build_all(plan, todo, workers, done)
-    return finalize_plan(plan)
+        for built in map_shards(jobs) if jobs else ():
+            label, plan, task = jobs[built.index]
+            if built.error is not None:
+                stats[label]["failed"].append(task.file)
+                if log:
+                    log(f"{label}: {task.file} failed after retries: {built.error}")
+                continue
+            record_shard(plan, task, built.sha256)
+            stats[label]["cached" if built.cached else "built"].append(task.file)
+            if log:
+                verb = "reused verified cache of" if built.cached else "wrote"
+                log(f"{label}: {verb} {task.file} ({len(task.frames)} frames)")
+            progress.update()
+    for label, plan in plans.items():
+        for k in ("built", "cached", "failed"):
+            stats[label][k].sort()
+        if not stats[label]["failed"]:
+            finalize_plan(plan)
+    failed = [f"{label}:{f}" for label, st in stats.items() for f in st["failed"]]
+    if failed:
+        raise ShardBuildError(
+            f"{len(failed)} shard(s) failed: {', '.join(failed)}; a rerun builds only those"
+        )
+    return stats
 
 
-def _build_all(
-    plan: ShardPlan, todo: list[ShardTask], workers: int, done: Callable[[ShardTask], None]
-) -> None:
-    """Build ``todo`` (in a process pool when ``workers > 1``), calling ``done(task)`` as each lands."""
-    if workers > 1 and len(todo) > 1:
-        if plan.warm is not None:
-            plan.warm()
+def pool_map(workers: int) -> ShardMap:
+    """The :data:`ShardMap` of the stage scripts: in this process, or a pool of ``workers`` processes (one
+    thread each) when ``workers > 1`` and there is more than one job. Each plan's ``warm()`` runs once
+    before the pool forks, so the workers inherit it. The first failure cancels the shards not yet started
+    and is raised as it is (a :class:`pgnn.core.errors.DataError` keeps its file and line)."""
+
+    def map_shards(jobs: Sequence[ShardJob]) -> Iterator[Built]:
+        if workers <= 1 or len(jobs) <= 1:
+            for i, (_, plan, task) in enumerate(jobs):
+                plan.build(task, Path(plan.out_dir) / task.file)
+                yield Built(i)
+            return
+        for plan in {id(p): p for _, p, _ in jobs}.values():
+            if plan.warm is not None:
+                plan.warm()
         with ProcessPoolExecutor(max_workers=workers, initializer=one_thread_per_process) as pool:
             futures = {
-                pool.submit(_build_in_worker, plan.build, t, Path(plan.out_dir) / t.file): t for t in todo
+                pool.submit(_build_in_worker, plan.build, task, Path(plan.out_dir) / task.file): i
+                for i, (_, plan, task) in enumerate(jobs)
             }
             for fut in as_completed(futures):
                 try:
-                    fut.result()  # re-raises the worker's exception itself (a DataError keeps file and line)
+                    fut.result()  # re-raises the worker's exception itself
                 except BaseException:
                     pool.shutdown(wait=True, cancel_futures=True)  # no new shards after the first failure
                     raise
-                done(futures[fut])
-    else:
-        for t in todo:
-            plan.build(t, Path(plan.out_dir) / t.file)
-            done(t)
+                yield Built(futures[fut])
+
+    return map_shards
+
+
+def run_plan(plan: ShardPlan, workers: int = 1, log: Callable[[str], None] | None = print) -> dict[str, Any]:
+    """Build the pending shards of ``plan`` (:func:`run_plans` with :func:`pool_map`); return its final
+    manifest."""
+    run_plans({plan.kind: plan}, pool_map(workers), log)
+    return require_manifest(plan.out_dir, plan.kind)
 
 
 def _build_in_worker(build: Callable[[ShardTask, Path], None], task: ShardTask, path: Path) -> None:

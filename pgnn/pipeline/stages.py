@@ -100,7 +100,9 @@ class Stage:
     of ``params.resolved.yaml`` (the effective params the ``params`` stage writes) that the stage's outputs
     depend on: exactly those it reads (``tests/pipeline/test_stage_params.py``). The ``params`` stage itself
     (``reads_params_yaml``) tracks the whole of ``params.yaml``. ``shard_code`` lists the modules whose import
-    closure is the code version written in the stage's shard manifests (what forces a shard to be rebuilt).
+    closure is the code version written in the stage's shard manifests (what forces a shard to be rebuilt);
+    a stage that has them is a shard stage. ``flow`` is the deployment flow that runs it (:data:`FLOWS`;
+    None for the ``params`` stage, which every flow runs).
     """
 
     name: str
@@ -112,6 +114,12 @@ class Stage:
     foreach: tuple[str, ...] | None = None
     shard_code: tuple[str, ...] = field(default=())
     reads_params_yaml: bool = False
+    flow: str | None = None
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the stage builds shards (its entry has ``plan``; drivers fan the shards out)."""
+        return bool(self.shard_code)
 
     @property
     def script(self) -> str:
@@ -122,6 +130,10 @@ UNTRACKED_PARAMS: dict[str, str] = {
     "data.workers": "a process count: the shards are the same bytes with any value, so nothing reruns for it",
 }
 """Keys of ``params.resolved.yaml`` that stages read but that do not change their outputs (not declared)."""
+
+FLOWS: tuple[str, ...] = ("preprocess", "train-evaluate")
+"""The deployment flows, one a work pool (CPU preprocessing, GPU training and evaluation): each stage names
+its own (``Stage.flow``); the full flow runs them all."""
 
 STAGES: tuple[Stage, ...] = (
     Stage(
@@ -138,6 +150,7 @@ STAGES: tuple[Stage, ...] = (
         "the built-in synthetic KITTI root",
         params=("synthetic",),
         outs=(Output("synthetic"),),
+        flow="preprocess",
     ),
     Stage(
         "prepare",
@@ -148,6 +161,7 @@ STAGES: tuple[Stage, ...] = (
         outs=(Output("prepared", persist=True),),
         foreach=SPLITS,
         shard_code=("pgnn.data.prepare",),
+        flow="preprocess",
     ),
     Stage(
         "gt_db",
@@ -156,6 +170,7 @@ STAGES: tuple[Stage, ...] = (
         params=(),
         deps=("prepared:train",),
         outs=(Output("gt_db"),),
+        flow="preprocess",
     ),
     Stage(
         "graphs",
@@ -166,6 +181,7 @@ STAGES: tuple[Stage, ...] = (
         outs=(Output("graphs", persist=True),),
         foreach=SPLITS,
         shard_code=("pgnn.graphs.records", "pgnn.graphs.cache"),
+        flow="preprocess",
     ),
     Stage(
         "train",
@@ -191,6 +207,7 @@ STAGES: tuple[Stage, ...] = (
             Output("train_summary", cache=False),
             Output("live_plots", cache=False),
         ),
+        flow="train-evaluate",
     ),
     Stage(
         "predict",
@@ -200,6 +217,7 @@ STAGES: tuple[Stage, ...] = (
         deps=("model", "graphs:val", "prepared:val"),
         outs=(Output("predictions:val"),),
         foreach=None,
+        flow="train-evaluate",
     ),
     Stage(
         "evaluate",
@@ -212,6 +230,7 @@ STAGES: tuple[Stage, ...] = (
             Output("eval_metrics", cache=False),
             Output("curves", cache=False),
         ),
+        flow="train-evaluate",
     ),
     Stage(
         "plots",
@@ -220,11 +239,22 @@ STAGES: tuple[Stage, ...] = (
         params=("plots",),
         deps=("live_plots", "curves", "predictions:val", "prepared:val"),
         outs=(Output("images", kind="plot", cache=False), Output("views", cache=False)),
+        flow="train-evaluate",
     ),
 )
 
 STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
+PARAMS_STAGE: Stage = next(s for s in STAGES if s.reads_params_yaml)
+"""The stage every other stage reads (``params.resolved.yaml``) and every driver may run."""
 RUNNER_MODULE = "pgnn.pipeline.runner"
+
+
+def flow_stages(flow: str) -> tuple[str, ...]:
+    """The stages a flow runs, in the table's order: ``params`` and the stages of ``flow`` (one of
+    :data:`FLOWS`), or every stage for ``full``."""
+    if flow != "full" and flow not in FLOWS:
+        raise ValueError(f"unknown flow {flow!r}; expected full or one of {list(FLOWS)}")
+    return tuple(s.name for s in STAGES if flow == "full" or s.flow in (None, flow))
 
 
 def stage(name: str) -> Stage:

@@ -148,7 +148,7 @@ ELSEWHERE: dict[str, str] = {
         "tests/pipeline/test_drivers.py::test_train_evaluate_refuses_stale_preprocessing_in_one_line"
     ),
     "pipeline.md: .venv/bin/python -m flows --stages graphs train": FLOWS_TEST,
-    'pipeline.md: eval "$(.venv/bin/python -m pgnn.pipeline.prefect_env)"': DEPLOY,
+    'pipeline.md: eval "$(.venv/bin/python -m flows.prefect_env)"': DEPLOY,
     "pipeline.md: export PREFECT_API_URL=http://127.0.0.1:4200/api": DEPLOY,
     "pipeline.md: prefect server start --host 127.0.0.1 &": DEPLOY,
     "pipeline.md: prefect work-pool create pgnn-cpu --type process": DEPLOY,
@@ -209,7 +209,7 @@ NOT_RUN: dict[str, str] = {
     "pipeline.md: prefect work-pool create pgnn-gpu --type process": "a GPU machine's pool",
     "pipeline.md: prefect worker start --pool pgnn-gpu &": "a worker on a GPU machine",
     "pipeline.md: prefect deployment run 'pgnn-train-evaluate/pgnn-train-evaluate' --watch": "the GPU pool's",
-    "pipeline.md: prefect deployment run 'pgnn-pipeline/pgnn-full' --watch": "a full run on the CPU pool",
+    "pipeline.md: prefect deployment run 'pgnn-full/pgnn-full' --watch": "a full run on the CPU pool",
     "pipeline.md: dask scheduler --host 10.0.0.5 &": "a cluster (scale.md's loopback version is tested)",
     "pipeline.md: dask worker tcp://10.0.0.5:8786 --nworkers 8 --nthreads 1 &": "a cluster's machines",
     "pipeline.md: .venv/bin/python -m flows --flow preprocess --runner dask "

@@ -1,7 +1,7 @@
 """The Prefect flows (flows/) on a tiny synthetic project: fan-out, resume after a failure, verified caching,
 threads and Dask runners, artifacts and run logs, the command line (argument checks, nothing-to-do runs
 without a server); plus the shard helpers (pgnn/core/shards.py) and the Prefect settings
-(pgnn/pipeline/prefect_env.py).
+(flows/prefect_env.py).
 
 Prefect runs against ``prefect_test_harness`` (a temporary SQLite API server, started once per session:
 its migrations take 20-70 s on a loaded 2-core machine). Its home and result store live in a temporary
@@ -37,7 +37,8 @@ from prefect.testing.utilities import prefect_test_harness
 
 import pgnn.graphs.records
 from flows import PREPROCESS_STAGES
-from flows.pipeline import ShardBuildError, check_stages, pgnn_pipeline, preprocess_flow
+from flows.pipeline import ShardBuildError, check_stages, full_flow, preprocess_flow
+from flows.prefect_env import configure_prefect, prefect_settings, user_api_url
 from flows.runners import make_task_runner
 from flows.tasks import AP_TABLE_KEY, METRICS_REPORT_KEY, ap_table, build_shard, verified_cache_key
 from pgnn.core.io import sha256_file
@@ -51,9 +52,8 @@ from pgnn.core.shards import (
     record_shard,
     run_plan,
 )
-from pgnn.pipeline.prefect_env import configure_prefect, prefect_settings, user_api_url
-from pgnn.pipeline.record import project_paths
-from pgnn.pipeline.runner import run_in_order
+from pgnn.pipeline.runner import driver_session, run_in_order
+from pgnn.pipeline.stages import Layout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -232,7 +232,7 @@ def test_ap_table_rows():
 
 def test_flows_use_public_prefect_apis_only():
     internal = ("SubprocessASGIServer", "APILogWorker", "EventsWorker", "prefect._internal", "prefect.server")
-    sources = [*sorted((REPO / "flows").glob("*.py")), REPO / "pgnn" / "pipeline" / "prefect_env.py"]
+    sources = sorted((REPO / "flows").glob("*.py"))
     found = [f"{p.name}: {name}" for p in sources for name in internal if name in p.read_text()]
     assert not found
 
@@ -331,7 +331,8 @@ def test_stage_names_and_project_layout_are_checked(tmp_path):
     with pytest.raises(ValueError, match="unknown stages"):
         check_stages(["prepare", "predcit"], DATA_STAGES)
     root = new_project(tmp_path / "p")
-    path, layout, recorded = project_paths(root / "params.yaml", None)
+    with driver_session(root / "params.yaml", None, "test") as session:
+        layout, path, recorded = session.layout, session.source.path, session.recorded
     assert layout.root == root.resolve() and path == root.resolve() / "params.yaml"
     assert not recorded  # not a DVC project: a flow runs what it is asked for, records nothing
 
@@ -468,7 +469,7 @@ def test_flow_outputs_are_the_bytes_of_the_stage_items_run_in_order(reference, t
     """Without Prefect, the stage items run in order through the same wiring give the same files."""
     ref_root, ref_digest = reference
     root = copy_inputs(ref_root, tmp_path / "dvc")
-    run_in_order(project_paths(root / "params.yaml", None)[1], ("params", *DATA_STAGES))
+    run_in_order(Layout(root), ("params", *DATA_STAGES))
     assert folder_digest(root / "data") == ref_digest
 
 
@@ -481,7 +482,7 @@ def test_full_pipeline_trains_predicts_evaluates_and_publishes_the_ap(reference,
     shutil.copytree(ref_root / "data", root / "data")
     (root / "params.yaml").write_text(PARAMS + "train: {max_steps: 2, batch_size: 1, checkpoint_every: 1}\n")
     stages = ("graphs", "train", "predict", "evaluate")  # no DVC record: the flow runs what it is asked for
-    summary = pgnn_pipeline(params_path=str(root / "params.yaml"), stages=stages)
+    summary = full_flow(params_path=str(root / "params.yaml"), stages=stages)
     assert (summary["graphs@train"]["current"], summary["graphs@val"]["current"]) == (2, 2)
     assert summary["train"] == summary["predict"] == summary["evaluate"] == "ran"
     assert "synth" not in summary and "prepare@train" not in summary

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from pgnn.config.params import Params, ResolvedParams, load_params
+from pgnn.config.params import Params, ParamsSource, ResolvedParams, load_params
 from pgnn.core.errors import ParamsError
 from pgnn.pipeline.dvcyaml import stage_dict
 from pgnn.pipeline.stages import STAGES, UNTRACKED_PARAMS, Layout, Stage
@@ -331,7 +331,7 @@ def test_a_bad_params_yaml_stops_the_params_stage_with_one_line(tmp_path: Path) 
     ):
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(_set(raw, key, value)))
         with pytest.raises(ParamsError) as info:
-            run(load_params(tmp_path / "params.yaml"), Layout(tmp_path), None)
+            run(ParamsSource(tmp_path / "params.yaml"), Layout(tmp_path), None)
         text = one_line(info.value)
         assert text.startswith("params.yaml") or "/params.yaml" in text.split(":")[0], text
         assert where in text and "\n" not in str(info.value), text
@@ -344,7 +344,7 @@ def test_a_stage_refuses_a_stale_resolved_file(tmp_path: Path) -> None:
 
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    run(load_params(tmp_path / "params.yaml"), Layout(tmp_path), None)
+    run(ParamsSource(tmp_path / "params.yaml"), Layout(tmp_path), None)
     ResolvedParams.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")  # current: fine
     (tmp_path / "params.yaml").write_text("# a comment changes nothing\n" + yaml.safe_dump(raw))
     ResolvedParams.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")

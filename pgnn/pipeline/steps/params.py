@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgnn.config.params import Params, params_digest
+from pgnn.config.params import ParamsSource
 from pgnn.pipeline.stages import Layout
 from pgnn.recipe.resolved import resolve_params, write_resolved
 
 
-def params_step(params: Params, params_path: Path, out_path: Path) -> bool:
-    """Resolve ``params`` (read from ``params_path``) and write the effective params to ``out_path``."""
-    changed = write_resolved(out_path, resolve_params(params, params_path), params_digest(params_path))
+def params_step(source: ParamsSource, out_path: Path) -> bool:
+    """Resolve ``source.params`` and write the effective params to ``out_path``, naming ``source.digest``
+    as their source; True when the file changed."""
+    changed = write_resolved(out_path, resolve_params(source.params, source.path), source.digest)
     print(f"params: {out_path} {'written' if changed else 'unchanged'}")
     return changed
 
 
-def run(params: Params, layout: Layout, item: str | None) -> None:
-    params_step(params, layout.root / "params.yaml", layout.path("resolved"))
+def run(source: ParamsSource, layout: Layout, item: str | None) -> None:
+    params_step(source, layout.path("resolved"))
