@@ -1,24 +1,22 @@
 """``pgnn predict --checkpoint model.onnx``: the backend follows the file, end to end on a real frame.
 
-Imports the authors' T1 weights (``pointgnn_reference``), exports them with ``pgnn export`` and runs ``pgnn
-predict`` on KITTI frame 000114's raw scan (the shared KITTI sample: CC BY-NC-SA 3.0, non-commercial use)
-through ONNX Runtime, with no other flag than the file. Its result file is compared with the boxes the
+Exports the authors' T1 weights (the shared ``t1_checkpoint`` fixture) with ``pgnn export`` and runs
+``pgnn predict`` on KITTI frame 000114's raw scan (the shared KITTI sample: CC BY-NC-SA 3.0, non-commercial
+use) through ONNX Runtime, with no other flag than the file. Its result file is compared with the boxes the
 original TF code wrote for that frame, as ``tests/inference/test_predict.py`` does for the eager model.
 (The outputs' equality with eager PyTorch on all 7 reference frames: ``tests/nn/test_export.py``.)
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import cli
 
-from pgnn.cli import main as cli_main
 from pgnn.core.boxes import iou_bev
 from pgnn.data.frames import points_cam2_to_rect
 from pgnn.data.kitti import read_calib
@@ -29,24 +27,16 @@ from pgnn.nn.model import PointGNN
 FRAME = "000114"
 
 
-def _cli(argv: list[str]) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli_main(argv)
-    return rc, out.getvalue()
-
-
 def test_predict_runs_an_onnx_model_end_to_end(
-    tmp_path: Path, kitti_sample: Path, pointgnn_reference: Path
+    tmp_path: Path, kitti_sample: Path, pointgnn_reference: Path, t1_checkpoint: Path
 ) -> None:
     threads = torch.get_num_threads()
-    ckpt, model = tmp_path / "t1.pt", tmp_path / "model.onnx"
-    assert _cli(["import-weights", str(pointgnn_reference / "car_auto_T1_train.npz"), str(ckpt)])[0] == 0
-    rc, printed = _cli(["export", str(ckpt), str(model)])
+    ckpt, model = t1_checkpoint, tmp_path / "model.onnx"
+    rc, printed = cli(["export", str(ckpt), str(model)])
     assert rc == 0 and json.loads(printed)["format"] == "onnx"
     training = kitti_sample / "training"
     try:
-        rc, table = _cli(
+        rc, table = cli(
             [
                 "predict",
                 "--bin",

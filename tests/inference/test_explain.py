@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from helpers import TINY_MODEL
 
-from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.boxes import iou_3d
 from pgnn.data.frames import load_frame
 from pgnn.inference.postprocess import Candidates, merge_clusters, nms_boxes_3d
@@ -20,14 +20,6 @@ from pgnn.inference.predict import frame_graph, predict_frame, predict_graph
 from pgnn.nn.card import card_of
 from pgnn.nn.checkpoint import make_checkpoint
 from pgnn.nn.model import PointGNN
-
-TINY = ModelConfig(
-    point_mlp=(8,),
-    set_mlp=(8,),
-    gnn_layers=(GNNLayerConfig(offset_mlp=(4, 3), edge_mlp=(8,), update_mlp=(8,)),),
-    cls_hidden=(4,),
-    loc_hidden=(4,),
-)
 
 
 def _candidates(boxes: list[list[float]], scores: list[float], labels: list[int]) -> Candidates:
@@ -79,7 +71,7 @@ def test_merge_clusters_follow_the_nms_walk() -> None:
 
 
 def test_predicted_frame_has_the_graphs_detections_and_their_clusters(kitti_sample: Path) -> None:
-    model = PointGNN(TINY, generator=torch.Generator().manual_seed(0)).eval()
+    model = PointGNN(TINY_MODEL, generator=torch.Generator().manual_seed(0)).eval()
     meta = make_checkpoint(
         model,
         input_frame="cam2",  # exercises the frame offset

@@ -7,39 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from pgnn.cli import main as cli_main
-from pgnn.config.network import GNNLayerConfig, ModelConfig
 from pgnn.core.io import atomic_dir
 from pgnn.core.outputs import write_marker
 from pgnn.data.labels import read_labels, write_labels
-from pgnn.nn.checkpoint import make_checkpoint, save_checkpoint
-from pgnn.nn.model import PointGNN
-
-TINY = ModelConfig(
-    point_mlp=(8,),
-    set_mlp=(8,),
-    gnn_layers=(GNNLayerConfig(offset_mlp=(4, 3), edge_mlp=(8,), update_mlp=(8,)),),
-    cls_hidden=(4,),
-    loc_hidden=(4,),
-)
-
-
-@pytest.fixture
-def tiny_checkpoint(tmp_path: Path) -> Path:
-    model = PointGNN(TINY, generator=torch.Generator().manual_seed(0))
-    ckpt = make_checkpoint(
-        model,
-        input_frame="rect",
-        graph_preset="ped_cyc",  # small radii: a real frame's graph in well under a second
-        encoding="classaware_all_class_box_encoding",
-        label_method="Car",
-        input_features="i",
-        step=0,
-    )
-    save_checkpoint(tmp_path / "tiny.pt", ckpt)
-    return tmp_path / "tiny.pt"
 
 
 def _root(kitti_sample: Path, tmp_path: Path, ids: tuple[str, ...]) -> Path:

@@ -1,26 +1,23 @@
 """Tests of pgnn.inference.predict, settings and run and ``pgnn predict``.
 
-The end-to-end test imports the authors' T1 weights, runs ``pgnn predict`` from the raw velodyne scans of
-the 7 reference frames (000000-000005 through ``--root``; 000114 through ``--bin``, without its image) and
-compares the written result files with the boxes the original TF code wrote. The T1 network on a runtime
-graph (~0.3-0.5M level-0 and ~0.4-1M level-1 edges) costs 4-8 s of CPU time a frame, so the whole run is
-shared by the tests through a module fixture. Everything else uses small synthetic graphs and a randomly
-initialised small model.
+The end-to-end tests read the session fixture ``t1_predictions`` (tests/conftest.py): ``pgnn predict`` with
+the authors' T1 weights on the raw velodyne scans of the 7 reference frames (000000-000005 through ``--root``;
+000114 through ``--bin``, without its image). They compare the written result files with the boxes the
+original TF code wrote. The T1 network on a runtime graph takes seconds a frame, so that run is shared with
+tests/commands/test_detect.py. Everything else uses small synthetic graphs and a randomly initialised small
+model.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from helpers import BIN_FRAME, REFERENCE_FRAMES
 from PIL import Image
 
 from pgnn.cli import main as cli_main
@@ -56,90 +53,6 @@ from pgnn.nn.card import ModelCard, card_of
 from pgnn.nn.model import PointGNN
 from pgnn.viz.render import project_box_edges
 
-REFERENCE_FRAMES = ("000000", "000001", "000002", "000003", "000004", "000005", "000114")
-BIN_FRAME = "000114"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The end-to-end run with the authors' T1 weights (shared by the tests below)
-# ----------------------------------------------------------------------------------------------------------
-
-
-def _cli(argv: list[str]) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli_main(argv)
-    return rc, out.getvalue()
-
-
-@pytest.fixture(scope="module")
-def t1_run(
-    tmp_path_factory: pytest.TempPathFactory, kitti_sample: Path, pointgnn_reference: Path
-) -> Iterator[dict[str, Any]]:
-    threads = torch.get_num_threads()
-    try:
-        yield _t1_run(tmp_path_factory.mktemp("t1"), kitti_sample, pointgnn_reference)
-    finally:
-        torch.set_num_threads(threads)  # --threads 1 below sets it for the whole process
-
-
-def _t1_run(tmp: Path, kitti_sample: Path, pointgnn_reference: Path) -> dict[str, Any]:
-    # One torch thread: on a 2-core machine shared with other processes, two spinning OpenMP threads were
-    # about twice as slow as one.
-    ckpt = tmp / "t1.pt"
-    rc, _ = _cli(["import-weights", str(pointgnn_reference / "car_auto_T1_train.npz"), str(ckpt)])
-    assert rc == 0
-    ids = ",".join(f for f in REFERENCE_FRAMES if f != BIN_FRAME)
-    rc, table_root = _cli(
-        [
-            "predict",
-            "--root",
-            str(kitti_sample),
-            "--ids",
-            ids,
-            "--checkpoint",
-            str(ckpt),
-            "--out",
-            str(tmp / "root"),
-            "--device",
-            "cpu",
-            "--quiet",
-            "--threads",
-            "1",
-            "--timings-json",
-            str(tmp / "root.json"),
-        ]
-    )
-    assert rc == 0
-    training = kitti_sample / "training"
-    rc, table_bin = _cli(
-        [
-            "predict",
-            "--bin",
-            str(training / "velodyne" / f"{BIN_FRAME}.bin"),
-            "--calib",
-            str(training / "calib" / f"{BIN_FRAME}.txt"),
-            "--label",
-            str(training / "label_2" / f"{BIN_FRAME}.txt"),
-            "--checkpoint",
-            str(ckpt),
-            "--out",
-            str(tmp / "bin"),
-            "--png",
-            "--device",
-            "cpu",
-            "--quiet",
-            "--threads",
-            "1",
-            "--timings-json",
-            str(tmp / "bin.json"),
-        ]
-    )
-    assert rc == 0
-    files = {f: tmp / ("bin" if f == BIN_FRAME else "root") / f"{f}.txt" for f in REFERENCE_FRAMES}
-    timings = tuple(json.loads((tmp / name).read_text()) for name in ("root.json", "bin.json"))
-    return {"dir": tmp, "files": files, "tables": (table_root, table_bin), "timings": timings}
-
 
 def _reference_boxes_rect(
     pointgnn_reference: Path, kitti_sample: Path, frame_id: str
@@ -154,10 +67,10 @@ def _reference_boxes_rect(
 
 @pytest.mark.parametrize("frame_id", REFERENCE_FRAMES)
 def test_t1_end_to_end_matches_the_original(
-    t1_run: dict[str, Any], pointgnn_reference: Path, kitti_sample: Path, frame_id: str
+    t1_predictions: dict[str, Any], pointgnn_reference: Path, kitti_sample: Path, frame_id: str
 ) -> None:
     ref_boxes, ref_scores = _reference_boxes_rect(pointgnn_reference, kitti_sample, frame_id)
-    ours = read_labels(t1_run["files"][frame_id], allow_score=True)
+    ours = read_labels(t1_predictions["files"][frame_id], allow_score=True)
     our_boxes = labels_to_boxes(ours)  # (M, 7) label frame
     print(f"\n{frame_id}: ours {len(ours)}, original {len(ref_boxes)}")
     assert abs(len(ours) - len(ref_boxes)) <= 1
@@ -175,9 +88,9 @@ def test_t1_end_to_end_matches_the_original(
         assert our_scores[top] == pytest.approx(ref_scores[top], rel=1e-3)
 
 
-def test_result_files_parse_with_real_alpha(t1_run: dict[str, Any], kitti_sample: Path) -> None:
+def test_result_files_parse_with_real_alpha(t1_predictions: dict[str, Any], kitti_sample: Path) -> None:
     total = 0
-    for path in t1_run["files"].values():
+    for path in t1_predictions["files"].values():
         labels = read_labels(path, allow_score=True)
         total += len(labels)
         width, height = DEFAULT_IMAGE_SIZE
@@ -194,16 +107,16 @@ def test_result_files_parse_with_real_alpha(t1_run: dict[str, Any], kitti_sample
     assert total >= 18  # 20 boxes in the original's files
 
 
-def test_bin_path_writes_bev_png_and_no_image_png(t1_run: dict[str, Any]) -> None:
-    png_dir = t1_run["dir"] / "bin" / "png"
+def test_bin_path_writes_bev_png_and_no_image_png(t1_predictions: dict[str, Any]) -> None:
+    png_dir = t1_predictions["dir"] / "bin" / "png"
     bev = png_dir / f"{BIN_FRAME}_bev.png"
     with Image.open(bev) as im:
         assert im.format == "PNG" and im.size[0] > 500
     assert not (png_dir / f"{BIN_FRAME}_image.png").exists()  # --bin without --image: nothing to draw on
 
 
-def test_timings_have_every_stage(t1_run: dict[str, Any]) -> None:
-    root, single = t1_run["timings"]
+def test_timings_have_every_stage(t1_predictions: dict[str, Any]) -> None:
+    root, single = t1_predictions["timings"]
     assert root["frames"] == len(REFERENCE_FRAMES) - 1 and single["frames"] == 1
     assert set(root["mean_ms_after_first"]) == set(TIMING_KEYS) and single["mean_ms_after_first"] is None
     for summary in (root, single):
@@ -212,9 +125,9 @@ def test_timings_have_every_stage(t1_run: dict[str, Any]) -> None:
             assert all(frame[k] > 0 for k in TIMING_KEYS)
             assert frame["total"] >= sum(frame[k] for k in ("read", "graph", "gnn", "decode", "nms"))
             assert frame["gnn"] > frame["decode"]
-    for table in t1_run["tables"]:
+    for table in t1_predictions["tables"]:
         assert all(k in table for k in TIMING_KEYS) and "paper" in table
-    print("\n" + t1_run["tables"][0] + "\n" + t1_run["tables"][1])
+    print("\n" + t1_predictions["tables"][0] + "\n" + t1_predictions["tables"][1])
 
 
 # ----------------------------------------------------------------------------------------------------------
