@@ -75,11 +75,13 @@ def main() -> None:
 
     import torch
 
+    from pgnn.config.augment import ORIGINAL_CAR_AUGMENT
+    from pgnn.config.gt_sampling import GtSampleConfig
     from pgnn.config.network import MODEL_PRESETS
-    from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, apply_augmentations
+    from pgnn.data.augment import apply_augmentations
     from pgnn.data.frames import load_frame
     from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db
-    from pgnn.data.gt_paste import GtSampleConfig, sample_and_paste
+    from pgnn.data.gt_paste import sample_and_paste
     from pgnn.data.labels import labels_to_boxes
     from pgnn.data.points import point_set_from_frame
     from pgnn.graphs.cache import GraphCache, write_graph_shard

@@ -1,7 +1,7 @@
 """Per-object and background augmentation ops (the original's ``models/preprocess.py``).
 
 The ops' contract and the registry: :mod:`pgnn.data.augment`; the point and whole-scene ops:
-:mod:`pgnn.data.augment_ops`.
+:mod:`pgnn.data.augment_ops`; their keyword arguments' defaults: :mod:`pgnn.config.augment`.
 
 An expanded box (``expand_hwl``) grows about its centre, so its bottom face drops by ``h * (f_h - 1) / 2``
 (the original's ``box3d_to_normals``; :func:`pgnn.core.boxes.expand_boxes`).
@@ -18,13 +18,12 @@ Changes from the original, all deliberate:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
 
 import numpy as np
-from pydantic import Field
 
+from pgnn.config.augment import Distribution, NonNegative, Positive, Scales, Std, Stds, Tries
 from pgnn.core.boxes import expand_boxes, iou_3d, points_in_boxes
-from pgnn.data.augment_ops import Distribution, Scales, Std, Stds, draw, random_voxel_pick
+from pgnn.data.augment_ops import draw, random_voxel_pick
 from pgnn.data.points import (
     DONT_CARE,
     Names,
@@ -37,37 +36,12 @@ from pgnn.data.points import (
 )
 
 __all__ = [
-    "DEFAULT_AUGMENT_LIST",
-    "DEFAULT_KEEP_LIST",
     "dilute_background",
     "random_box_global_rotation",
     "random_box_rotation",
     "random_box_shift",
     "remove_background",
 ]
-
-# The classes the original's per-object ops move by default.
-DEFAULT_AUGMENT_LIST: tuple[str, ...] = (
-    "Car",
-    "Pedestrian",
-    "Cyclist",
-    "Van",
-    "Truck",
-    "Misc",
-    "Tram",
-    "Person_sitting",
-)
-# The classes the original's background ops keep by default (no Tram, no DontCare).
-DEFAULT_KEEP_LIST: tuple[str, ...] = (
-    "Car",
-    "Pedestrian",
-    "Cyclist",
-    "Van",
-    "Truck",
-    "Misc",
-    "Person_sitting",
-)
-
 
 # ----------------------------------------------------------------------------------------------------------
 # Helpers
@@ -103,12 +77,12 @@ def random_box_rotation(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    max_overlap_num_allowed: Std = 0.1,
-    max_tries: Annotated[int, Field(ge=0)] = 100,
-    distribution: Distribution = "normal",
-    yaw_std: Std = 0.3,
-    expand_hwl: Scales = (1.0, 1.1, 1.1),
-    augment_list: tuple[str, ...] = DEFAULT_AUGMENT_LIST,
+    max_overlap_num_allowed: NonNegative,
+    max_tries: Tries,
+    distribution: Distribution,
+    yaw_std: Std,
+    expand_hwl: Scales,
+    augment_list: tuple[str, ...],
 ) -> Scene:
     """Turn each object in place (about the vertical axis through its bottom centre) by ``N(0, yaw_std^2)``.
 
@@ -141,12 +115,12 @@ def random_box_global_rotation(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    max_overlap_num_allowed: Std = 0.1,
-    max_tries: Annotated[int, Field(ge=0)] = 100,
-    distribution: Distribution = "normal",
-    yaw_std: Std = 0.3,
-    expand_hwl: Scales = (1.1, 1.1, 1.1),
-    augment_list: tuple[str, ...] = DEFAULT_AUGMENT_LIST,
+    max_overlap_num_allowed: NonNegative,
+    max_tries: Tries,
+    distribution: Distribution,
+    yaw_std: Std,
+    expand_hwl: Scales,
+    augment_list: tuple[str, ...],
 ) -> Scene:
     """Move each object along a circle about the origin: rotate it about the vertical axis through the origin.
 
@@ -184,14 +158,14 @@ def random_box_shift(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    max_overlap_num_allowed: Std = 0.1,
-    max_overlap_rate: Annotated[float, Field(ge=0.0)] | None = None,
-    max_tries: Annotated[int, Field(ge=0)] = 100,
-    distribution: Distribution = "normal",
-    xyz_std: Stds = (1.0, 0.0, 1.0),
-    expand_hwl: Scales = (1.0, 1.1, 1.1),
-    augment_list: tuple[str, ...] = DEFAULT_AUGMENT_LIST,
-    shuffle: bool = False,
+    max_overlap_num_allowed: NonNegative,
+    max_overlap_rate: NonNegative | None,
+    max_tries: Tries,
+    distribution: Distribution,
+    xyz_std: Stds,
+    expand_hwl: Scales,
+    augment_list: tuple[str, ...],
+    shuffle: bool,
 ) -> Scene:
     """Shift each object (box and the points of its scaled box) by ``~ N(0, diag(xyz_std)^2)``.
 
@@ -242,9 +216,9 @@ def dilute_background(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    dilute_voxel_base: Annotated[float, Field(gt=0.0)] = 0.4,
-    expand_hwl: Scales = (4.0, 4.0, 4.0),
-    keep_list: tuple[str, ...] = DEFAULT_KEEP_LIST,
+    dilute_voxel_base: Positive,
+    expand_hwl: Scales,
+    keep_list: tuple[str, ...],
 ) -> Scene:
     """Thin out the background: keep every point near an object, one random point per voxel elsewhere.
 
@@ -269,9 +243,9 @@ def remove_background(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    expand_hwl: Scales = (4.0, 4.0, 4.0),
-    keep_list: tuple[str, ...] = DEFAULT_KEEP_LIST,
-    num_object: int = -1,
+    expand_hwl: Scales,
+    keep_list: tuple[str, ...],
+    num_object: int,
 ) -> Scene:
     """Keep only the points near objects (inside their boxes scaled by ``expand_hwl``).
 

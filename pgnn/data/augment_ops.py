@@ -1,17 +1,18 @@
 """Augmentation ops on the points alone and on the whole scene (the original's ``models/preprocess.py``).
 
 The ops' contract and the registry: :mod:`pgnn.data.augment`; the scene they act on: :mod:`pgnn.data.points`.
-The per-object and background ops: :mod:`pgnn.data.augment_box_ops`.
+The per-object and background ops: :mod:`pgnn.data.augment_box_ops`. Their keyword arguments' defaults are
+in their config models (:mod:`pgnn.config.augment`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
+from pgnn.config.augment import Distribution, Probability, Std, Stds
 from pgnn.data.points import PointSet, Scene, cared_rows, check_scene, rotation_y, wrap_angle
 
 __all__ = [
@@ -26,15 +27,6 @@ __all__ = [
     "random_voxel_downsample",
     "random_voxel_pick",
 ]
-
-# Parameter types of the ops (their signatures are the config schema, see :mod:`pgnn.data.augment`).
-Std = Annotated[float, Field(ge=0.0)]
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-Distribution = Literal["normal", "uniform"]
-Positive = Annotated[float, Field(gt=0.0)]
-Scales = tuple[Positive, Positive, Positive]
-Stds = tuple[Std, Std, Std]
-
 
 # ----------------------------------------------------------------------------------------------------------
 # Helpers
@@ -77,7 +69,7 @@ def random_jitter(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    xyz_std: Stds = (0.1, 0.1, 0.1),
+    xyz_std: Stds,
 ) -> Scene:
     """Add independent N(0, xyz_std^2) noise to every point's x, y, z; boxes unchanged."""
     boxes, names = check_scene(points, boxes, names)
@@ -91,8 +83,8 @@ def random_drop(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    drop_prob: Probability | tuple[Probability, ...] = 0.5,
-    tier_prob: tuple[Probability, ...] | None = None,
+    drop_prob: Probability | tuple[Probability, ...],
+    tier_prob: tuple[Probability, ...] | None,
 ) -> Scene:
     """Drop each point independently with probability ``drop_prob``.
 
@@ -115,11 +107,11 @@ def random_global_drop(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    drop_std: Std = 0.25,
+    drop_std: Std,
 ) -> Scene:
     """:func:`random_drop` with a per-scene drop probability ``|N(0, drop_std^2)|``."""
     drop_prob = abs(float(rng.normal(0.0, drop_std)))
-    return random_drop(points, boxes, names, rng, drop_prob=drop_prob)
+    return random_drop(points, boxes, names, rng, drop_prob=drop_prob, tier_prob=None)
 
 
 def random_voxel_downsample(
@@ -128,9 +120,9 @@ def random_voxel_downsample(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    voxel_std: Std = 0.2,
-    min_voxel: Std = 0.02,
-    max_voxel: Std = 0.8,
+    voxel_std: Std,
+    min_voxel: Std,
+    max_voxel: Std,
 ) -> Scene:
     """Keep one random point per voxel, voxel size ``min(|N(0, voxel_std^2)|, max_voxel)``.
 
@@ -154,8 +146,8 @@ def random_rotation_all(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    distribution: Distribution = "normal",
-    yaw_std: Std = 0.3,
+    distribution: Distribution,
+    yaw_std: Std,
 ) -> Scene:
     """Rotate the whole scene about the vertical axis through the origin by ``delta ~ N(0, yaw_std^2)``.
 
@@ -177,7 +169,7 @@ def random_flip_all(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    flip_prob: Probability = 0.5,
+    flip_prob: Probability,
 ) -> Scene:
     """With probability ``flip_prob`` mirror the scene left-right: ``x -> -x``, ``ry -> pi - ry``, wrapped."""
     boxes, names = check_scene(points, boxes, names)
@@ -197,8 +189,8 @@ def random_scale_all(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    distribution: Distribution = "normal",
-    scale_std: Std = 0.05,
+    distribution: Distribution,
+    scale_std: Std,
 ) -> Scene:
     """Scale the scene about the origin by ``1 + N(0, scale_std^2)``: points, box centres and l, h, w."""
     boxes, names = check_scene(points, boxes, names)
@@ -214,7 +206,7 @@ def random_transition(
     names: Sequence[str],
     rng: np.random.Generator,
     *,
-    xyz_std: Stds = (0.1, 0.1, 0.1),
+    xyz_std: Stds,
 ) -> Scene:
     """Translate the whole scene by one offset ``~ N(0, diag(xyz_std)^2)``."""
     boxes, names = check_scene(points, boxes, names)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pgnn.config.augment import AugmentConfig
 from pgnn.config.graphs import GraphConfig, GraphLevelConfig
 from pgnn.config.network import LossConfig, ModelConfig
 from pgnn.config.original_format import (
@@ -25,7 +26,7 @@ from pgnn.config.original_format import (
 )
 from pgnn.config.training import TrainConfig, optimizer_kwargs
 from pgnn.core.errors import DataError
-from pgnn.data.augment import AugmentConfig, from_original_configs
+from pgnn.data.augment import from_original_configs
 from pgnn.graphs.targets import method_class_names
 from pgnn.nn.weights import model_config_from_original
 

@@ -10,7 +10,7 @@ post-processing settings that belong together. ``params.yaml`` sections override
 - ``painted_car_T3``: car_T3 on painted points, ``is`` = reflectance + 4 PointPainting scores (the seed).
 
 The three original recipes train with the original's augmentation
-(:data:`pgnn.data.augment.ORIGINAL_CAR_AUGMENT`, rebuilt every epoch by
+(:data:`pgnn.config.augment.ORIGINAL_CAR_AUGMENT`, rebuilt every epoch by
 :class:`pgnn.training.dataset.AugmentedRecords`) and without ground-truth sampling, as the original's configs
 did. ``small`` trains on the cached graphs without augmentation: in its 600-step run on the
 synthetic data the original's augmentation cut the val Car AP (R40, moderate) from 13.1 to 1.4 (3D) and from
@@ -26,15 +26,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from pgnn.config.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.config.graphs import GRAPH_PRESETS, GraphConfig, TargetsConfig
+from pgnn.config.gt_sampling import GtSampleConfig
 from pgnn.config.inference import NMS_OVERLAP, YAW_MERGE, PostprocessConfig, class_fold
 from pgnn.config.network import MODEL_PRESETS, LossConfig, ModelConfig
 from pgnn.config.params import Params, overrides
 from pgnn.config.training import TrainConfig
 from pgnn.config.types import Flag, Seed
 from pgnn.core.errors import ParamsError, params_error
-from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
-from pgnn.data.gt_paste import GtSampleConfig
 from pgnn.graphs.features import FEATURE_WIDTHS
 from pgnn.graphs.targets import method_class_names, num_classes
 
@@ -270,7 +270,7 @@ def _augment(base: AugmentConfig, section: Mapping[str, Any]) -> AugmentConfig:
 
 def _gt_sampling(base: GtSampleConfig | None, section: Mapping[str, Any]) -> GtSampleConfig | None:
     """The preset's ground-truth sampling with params.yaml's ``gt_sampling`` section applied: ``enabled``
-    (null: the preset's choice) and any :class:`pgnn.data.gt_paste.GtSampleConfig` keys (null: the
+    (null: the preset's choice) and any :class:`pgnn.config.gt_sampling.GtSampleConfig` keys (null: the
     default)."""
     settings = dict(section)
     enabled = _enabled(settings, "gt_sampling")

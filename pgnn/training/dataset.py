@@ -48,11 +48,13 @@ from typing import Any
 
 import numpy as np
 
+from pgnn.config.augment import AugmentConfig
+from pgnn.config.gt_sampling import GtSampleConfig
 from pgnn.core.errors import DataError
-from pgnn.data.augment import AugmentConfig, apply_augmentations
+from pgnn.data.augment import apply_augmentations
 from pgnn.data.frames import Frame
 from pgnn.data.gt_db import GtDatabase, read_gt_db
-from pgnn.data.gt_paste import GtSampleConfig, sample_and_paste
+from pgnn.data.gt_paste import sample_and_paste
 from pgnn.data.kitti import PAINTED_CLASSES
 from pgnn.data.labels import labels_to_boxes
 from pgnn.data.points import PointSet, point_set_from_frame

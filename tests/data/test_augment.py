@@ -1,22 +1,21 @@
 """Tests for pgnn.data.augment and its ops (augment_ops, augment_box_ops): every op keeps points, attributes
-and boxes together, is seeded, and means what the original's op meant."""
+and boxes together, is seeded, and means what the original's op meant; the ops and their config
+(pgnn.config.augment) agree."""
 
 from __future__ import annotations
 
+import inspect
 import math
+import typing
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from pgnn.config.augment import AUGMENT_KWARGS, ORIGINAL_CAR_AUGMENT, AugmentConfig, AugmentStep
 from pgnn.core.boxes import expand_boxes, iou_3d, points_in_boxes
-from pgnn.data.augment import (
-    AUGMENT_OPS,
-    ORIGINAL_CAR_AUGMENT,
-    AugmentConfig,
-    apply_augmentations,
-    from_original_configs,
-)
+from pgnn.data.augment import AUGMENT_OPS, apply_augmentations, from_original_configs
 from pgnn.data.augment_box_ops import (
     dilute_background,
     random_box_global_rotation,
@@ -34,7 +33,7 @@ from pgnn.data.augment_ops import (
     random_transition,
     random_voxel_downsample,
 )
-from pgnn.data.points import PointSet, rotation_y, wrap_angle
+from pgnn.data.points import PointSet, Scene, rotation_y, wrap_angle
 
 # The original's configs/car_auto_T3_train_train_config "data_aug_configs", verbatim.
 ORIGINAL_T3_DATA_AUG = [
@@ -140,9 +139,15 @@ def assert_attrs_attached(before: PointSet, after: PointSet) -> None:
     assert len(np.unique(ids)) == len(ids)
 
 
+def call(op: Callable[..., Scene], points, boxes, names, rng, **kwargs) -> Scene:
+    """``op`` with ``kwargs`` and its config's defaults for the rest (the ops have none of their own)."""
+    step = AugmentStep.model_validate({"method": op.__name__, **kwargs})
+    return op(points, boxes, names, rng, **step.kwargs)
+
+
 def run(op: str, scene, seed: int, **kwargs):
     points, boxes, names = scene
-    return AUGMENT_OPS[op](points, boxes, names, np.random.default_rng(seed), **kwargs)
+    return call(AUGMENT_OPS[op], points, boxes, names, np.random.default_rng(seed), **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -239,20 +244,20 @@ def test_dont_care_rows_pass_through_geometric_ops() -> None:
 
 def test_flip_mirrors_x_and_yaw() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_flip_all(points, boxes, names, np.random.default_rng(0), flip_prob=1.0)
+    out, out_boxes, _ = call(random_flip_all, points, boxes, names, np.random.default_rng(0), flip_prob=1.0)
     assert np.array_equal(out.xyz[:, 0], -points.xyz[:, 0])
     assert np.array_equal(out.xyz[:, 1:], points.xyz[:, 1:])
     assert np.allclose(out_boxes[:3, 0], -boxes[:3, 0])
     assert np.allclose(out_boxes[:3, 6], wrap_angle(np.pi - boxes[:3, 6]))
     assert np.allclose(out_boxes[:3, 1:6], boxes[:3, 1:6])
-    same, same_boxes, _ = random_flip_all(points, boxes, names, np.random.default_rng(0), flip_prob=0.0)
+    same, same_boxes, _ = call(random_flip_all, points, boxes, names, np.random.default_rng(0), flip_prob=0.0)
     assert np.array_equal(same.xyz, points.xyz) and np.array_equal(same_boxes, boxes)
 
 
 def test_flip_probability() -> None:
     points, boxes, names = make_scene()
     flips = [
-        random_flip_all(points, boxes, names, np.random.default_rng(s), flip_prob=0.5)[1][0, 0] > 0
+        call(random_flip_all, points, boxes, names, np.random.default_rng(s), flip_prob=0.5)[1][0, 0] > 0
         for s in range(200)
     ]
     assert 70 < sum(flips) < 130
@@ -260,8 +265,8 @@ def test_flip_probability() -> None:
 
 def test_rotation_all_is_a_rotation_by_the_drawn_angle() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_rotation_all(
-        points, boxes, names, np.random.default_rng(7), yaw_std=math.pi / 8
+    out, out_boxes, _ = call(
+        random_rotation_all, points, boxes, names, np.random.default_rng(7), yaw_std=math.pi / 8
     )
     delta = np.random.default_rng(7).normal(0.0, math.pi / 8)
     rot = rotation_y(delta)
@@ -281,14 +286,21 @@ def test_rotation_all_distribution() -> None:
     small = PointSet(points.xyz[:10], points.attrs[:10], ATTR_NAMES)
     deltas = [
         wrap_angle(
-            random_rotation_all(small, boxes, names, np.random.default_rng(s), yaw_std=0.39)[1][0, 6] - 0.4
+            call(random_rotation_all, small, boxes, names, np.random.default_rng(s), yaw_std=0.39)[1][0, 6]
+            - 0.4
         )
         for s in range(400)
     ]
     assert abs(np.std(deltas) - 0.39) < 0.05 and abs(np.mean(deltas)) < 0.06
     uniform = [
-        random_rotation_all(
-            small, boxes, names, np.random.default_rng(s), distribution="uniform", yaw_std=0.2
+        call(
+            random_rotation_all,
+            small,
+            boxes,
+            names,
+            np.random.default_rng(s),
+            distribution="uniform",
+            yaw_std=0.2,
         )[1][0, 6]
         - 0.4
         for s in range(100)
@@ -298,7 +310,7 @@ def test_rotation_all_distribution() -> None:
 
 def test_scaling_scales_points_and_box_dims() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_scale_all(points, boxes, names, np.random.default_rng(4), scale_std=0.05)
+    out, out_boxes, _ = call(random_scale_all, points, boxes, names, np.random.default_rng(4), scale_std=0.05)
     scale = 1.0 + np.random.default_rng(4).normal(0.0, 0.05)
     assert np.allclose(out.xyz, points.xyz * scale, atol=1e-4)
     assert np.allclose(out_boxes[:3, :6], boxes[:3, :6] * scale)
@@ -307,8 +319,8 @@ def test_scaling_scales_points_and_box_dims() -> None:
 
 def test_transition_moves_everything_by_one_offset() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_transition(
-        points, boxes, names, np.random.default_rng(9), xyz_std=(0.5, 0.2, 0.5)
+    out, out_boxes, _ = call(
+        random_transition, points, boxes, names, np.random.default_rng(9), xyz_std=(0.5, 0.2, 0.5)
     )
     delta = out_boxes[0, :3] - boxes[0, :3]
     assert np.allclose(out_boxes[:3, :3] - boxes[:3, :3], delta)
@@ -318,7 +330,9 @@ def test_transition_moves_everything_by_one_offset() -> None:
 
 def test_jitter_noise_per_point() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_jitter(points, boxes, names, np.random.default_rng(1), xyz_std=(0.1, 0.0, 0.3))
+    out, out_boxes, _ = call(
+        random_jitter, points, boxes, names, np.random.default_rng(1), xyz_std=(0.1, 0.0, 0.3)
+    )
     noise = out.xyz.astype(np.float64) - points.xyz
     assert np.array_equal(out_boxes, boxes)
     assert np.array_equal(point_ids(out), point_ids(points))
@@ -328,20 +342,26 @@ def test_jitter_noise_per_point() -> None:
 
 def test_drop_rates() -> None:
     points, boxes, names = make_scene()
-    out, _, _ = random_drop(points, boxes, names, np.random.default_rng(0), drop_prob=0.5)
+    out, _, _ = call(random_drop, points, boxes, names, np.random.default_rng(0), drop_prob=0.5)
     assert 0.45 < len(out) / len(points) < 0.55
-    kept, _, _ = random_drop(points, boxes, names, np.random.default_rng(0), drop_prob=1.0)
+    kept, _, _ = call(random_drop, points, boxes, names, np.random.default_rng(0), drop_prob=1.0)
     assert len(kept) == len(points)  # dropping all restores all (the original's rule)
     tiers = [
         len(
-            random_drop(
-                points, boxes, names, np.random.default_rng(s), drop_prob=(0.0, 0.9), tier_prob=(0.5, 0.5)
+            call(
+                random_drop,
+                points,
+                boxes,
+                names,
+                np.random.default_rng(s),
+                drop_prob=(0.0, 0.9),
+                tier_prob=(0.5, 0.5),
             )[0]
         )
         for s in range(40)
     ]
     assert len(points) in tiers and any(t < 0.2 * len(points) for t in tiers)
-    out, _, _ = random_global_drop(points, boxes, names, np.random.default_rng(6), drop_std=0.25)
+    out, _, _ = call(random_global_drop, points, boxes, names, np.random.default_rng(6), drop_std=0.25)
     expected = abs(np.random.default_rng(6).normal(0.0, 0.25))
     assert abs((1 - len(out) / len(points)) - expected) < 0.04
 
@@ -354,19 +374,19 @@ def test_voxel_downsample_one_point_per_voxel() -> None:
     xyz = (np.repeat(centres, 20, axis=0) + rng.uniform(-0.01, 0.01, (2000, 3))).astype(np.float32)
     points = PointSet(xyz, np.arange(2000, dtype=np.float32)[:, None])
     empty = np.zeros((0, 7))
-    out, _, _ = random_voxel_downsample(
-        points, empty, (), np.random.default_rng(3), voxel_std=1e6, max_voxel=1.0
+    out, _, _ = call(
+        random_voxel_downsample, points, empty, (), np.random.default_rng(3), voxel_std=1e6, max_voxel=1.0
     )
     per_cluster = np.bincount(point_ids(out) // 20, minlength=100)
     assert np.all(per_cluster >= 1) and np.all(per_cluster <= 2) and per_cluster.sum() < 110
     assert np.all(np.diff(point_ids(out)) > 0)  # input order kept
-    same, _, _ = random_voxel_downsample(points, empty, (), np.random.default_rng(3), voxel_std=0.0)
+    same, _, _ = call(random_voxel_downsample, points, empty, (), np.random.default_rng(3), voxel_std=0.0)
     assert same is points  # a voxel below min_voxel changes nothing
 
 
 def test_box_rotation_turns_object_points_about_box_centre() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_box_rotation(points, boxes, names, np.random.default_rng(2))
+    out, out_boxes, _ = call(random_box_rotation, points, boxes, names, np.random.default_rng(2))
     for i in range(3):
         own = points_in_boxes(points.xyz, expand_boxes(boxes[i : i + 1], (1.1, 1.0, 1.1)))[:, 0]
         delta = out_boxes[i, 6] - boxes[i, 6]
@@ -386,7 +406,9 @@ def test_box_rotation_blocked_by_neighbours_stays() -> None:
     ring = ring[~points_in_boxes(ring, expand_boxes(boxes[:1], (1.12, 1.0, 1.12)))[:, 0]]
     attrs = np.zeros((len(ring), points.attrs.shape[1]), np.float32)
     crowded = PointSet.concat([points, PointSet(ring, attrs, ATTR_NAMES)])
-    out, out_boxes, _ = random_box_rotation(crowded, boxes, names, np.random.default_rng(1), yaw_std=0.5)
+    out, out_boxes, _ = call(
+        random_box_rotation, crowded, boxes, names, np.random.default_rng(1), yaw_std=0.5
+    )
     # only a turn too small to reach the ring may pass, and the turned box holds none of the ring
     assert abs(wrap_angle(out_boxes[0, 6] - boxes[0, 6])) < 0.02
     gained = points_in_boxes(out.xyz, expand_boxes(out_boxes[:1], (1.1, 1.0, 1.1)))[:, 0]
@@ -395,8 +417,14 @@ def test_box_rotation_blocked_by_neighbours_stays() -> None:
 
 def test_box_global_rotation_keeps_range_and_clears_destination() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_box_global_rotation(
-        points, boxes, names, np.random.default_rng(8), max_overlap_num_allowed=1e9, yaw_std=0.3
+    out, out_boxes, _ = call(
+        random_box_global_rotation,
+        points,
+        boxes,
+        names,
+        np.random.default_rng(8),
+        max_overlap_num_allowed=1e9,
+        yaw_std=0.3,
     )
     r0 = np.hypot(boxes[:3, 0], boxes[:3, 2])
     r1 = np.hypot(out_boxes[:3, 0], out_boxes[:3, 2])
@@ -410,8 +438,8 @@ def test_box_global_rotation_keeps_range_and_clears_destination() -> None:
 
 def test_box_shift_defaults_and_vertical_std() -> None:
     points, boxes, names = make_scene()
-    out, out_boxes, _ = random_box_shift(
-        points, boxes, names, np.random.default_rng(0), max_overlap_num_allowed=1e9
+    out, out_boxes, _ = call(
+        random_box_shift, points, boxes, names, np.random.default_rng(0), max_overlap_num_allowed=1e9
     )
     shift = out_boxes[:3, :3] - boxes[:3, :3]
     assert np.all(np.abs(shift[:, [0, 2]]) > 0) and np.all(shift[:, 1] == 0)  # xyz_std (1, 0, 1)
@@ -452,7 +480,7 @@ def test_box_shift_point_rule_blocks_moves_into_points() -> None:
     )
     wall = wall[~points_in_boxes(wall, expand_boxes(boxes[:3], (1.15, 1.15, 1.15))).any(axis=1)]
     filled = PointSet.concat([points, PointSet(wall, np.zeros((len(wall), 8)), ATTR_NAMES)])
-    _, out_boxes, _ = random_box_shift(filled, boxes, names, np.random.default_rng(0), max_tries=20)
+    _, out_boxes, _ = call(random_box_shift, filled, boxes, names, np.random.default_rng(0), max_tries=20)
     # any real move takes in wall points (default: none allowed), so objects stay or barely move
     assert np.all(np.linalg.norm(out_boxes[:3, :3] - boxes[:3, :3], axis=1) < 0.1)
     assert np.array_equal(out_boxes[:, 3:], boxes[:, 3:])
@@ -465,25 +493,27 @@ def test_background_ops() -> None:
     dense_attrs = np.column_stack([len(points) + np.arange(3000), np.zeros((3000, 7))])
     points = PointSet.concat([points, PointSet(dense, dense_attrs, ATTR_NAMES)])
     near = points_in_boxes(points.xyz, expand_boxes(boxes[:3], (4.0, 4.0, 4.0))).any(axis=1)
-    out, out_boxes, out_names = dilute_background(points, boxes, names, np.random.default_rng(0))
+    out, out_boxes, out_names = call(dilute_background, points, boxes, names, np.random.default_rng(0))
     assert out_names == names[:3] and np.array_equal(out_boxes, boxes[:3])
     ids = point_ids(out)
     assert set(np.flatnonzero(near)) <= set(ids)  # everything near an object stays
     assert 0 < (~near[ids]).sum() < (~near).sum()  # the background is thinned, not removed
-    out, out_boxes, out_names = remove_background(points, boxes, names, np.random.default_rng(0))
+    out, out_boxes, out_names = call(remove_background, points, boxes, names, np.random.default_rng(0))
     assert out_names == names[:3]
     assert set(point_ids(out)) == set(np.flatnonzero(near))
-    one, _, _ = remove_background(points, boxes, names, np.random.default_rng(0), num_object=1)
+    one, _, _ = call(remove_background, points, boxes, names, np.random.default_rng(0), num_object=1)
     assert 0 < len(one) < len(out)
     # keep_list with no match falls back to every non-DontCare row
-    _, _, fallback = remove_background(points, boxes, names, np.random.default_rng(0), keep_list=("Tram",))
+    _, _, fallback = call(
+        remove_background, points, boxes, names, np.random.default_rng(0), keep_list=("Tram",)
+    )
     assert fallback == names[:3]
 
 
 def test_empty_point_set_and_no_boxes() -> None:
     empty = PointSet(np.zeros((0, 3)), np.zeros((0, 2)))
     for op in sorted(AUGMENT_OPS):
-        out, boxes, names = AUGMENT_OPS[op](empty, np.zeros((0, 7)), (), np.random.default_rng(0))
+        out, boxes, names = call(AUGMENT_OPS[op], empty, np.zeros((0, 7)), (), np.random.default_rng(0))
         assert len(out) == 0 and boxes.shape == (0, 7) and names == ()
 
 
@@ -495,13 +525,41 @@ def test_point_set_validation() -> None:
     with pytest.raises(ValueError, match="attr_names"):
         PointSet(np.zeros((4, 3)), np.zeros((4, 2)), ("a",))
     with pytest.raises(ValueError, match="names"):
-        random_flip_all(
-            PointSet(np.zeros((1, 3)), np.zeros((1, 1))), np.zeros((2, 7)), ("Car",), np.random.default_rng()
+        call(
+            random_flip_all,
+            PointSet(np.zeros((1, 3)), np.zeros((1, 1))),
+            np.zeros((2, 7)),
+            ("Car",),
+            np.random.default_rng(),
         )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Configuration
+
+
+def test_the_ops_take_exactly_their_config_kwargs() -> None:
+    """The registry and the config name the same ops, and each op's keyword arguments are its config model's
+    fields, in the same order and with the same types (so the two cannot drift apart)."""
+    assert list(AUGMENT_OPS) == list(AUGMENT_KWARGS)
+    for method, op in AUGMENT_OPS.items():
+        assert op.__name__ == method
+        params = inspect.signature(op).parameters.values()
+        assert [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY] == [
+            "points",
+            "boxes",
+            "names",
+            "rng",
+        ]
+        kw = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        assert all(p.default is inspect.Parameter.empty for p in kw), (
+            method
+        )  # the defaults live in the config
+        model = AUGMENT_KWARGS[method]
+        assert [p.name for p in kw] == list(model.model_fields), method
+        op_types = typing.get_type_hints(op, include_extras=True)
+        model_types = typing.get_type_hints(model, include_extras=True)
+        assert {p.name: op_types[p.name] for p in kw} == {n: model_types[n] for n in model.model_fields}
 
 
 def test_original_preset_matches_the_original_config() -> None:

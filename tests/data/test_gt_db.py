@@ -8,11 +8,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pgnn.config.gt_sampling import GtSampleConfig
 from pgnn.core.boxes import expand_boxes, iou_bev, points_in_boxes
 from pgnn.core.errors import DataError
 from pgnn.data.frames import Frame
 from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db, write_gt_db
-from pgnn.data.gt_paste import GtSampleConfig, estimate_ground_y, sample_and_paste
+from pgnn.data.gt_paste import estimate_ground_y, sample_and_paste
 from pgnn.data.kitti import Calib
 from pgnn.data.labels import Label, difficulty, labels_to_boxes
 from pgnn.data.points import PointSet, point_set_from_frame, rotation_y

@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 import torch
 
+from pgnn.config.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.config.graphs import TargetsConfig
+from pgnn.config.gt_sampling import GtSampleConfig
 from pgnn.config.params import Params
 from pgnn.config.training import TrainConfig
 from pgnn.core.boxes import expand_boxes, points_in_boxes
 from pgnn.core.errors import DataError
 from pgnn.core.shards import run_plan
-from pgnn.data.augment import ORIGINAL_CAR_AUGMENT, AugmentConfig
 from pgnn.data.frames import Frame
 from pgnn.data.gt_db import GtDatabase, build_gt_db, read_gt_db
-from pgnn.data.gt_paste import GtSampleConfig
 from pgnn.data.labels import labels_to_boxes
 from pgnn.data.prepare import PreparedFrames, prepare_plan, read_prepared_dir
 from pgnn.graphs.records import graph_record
