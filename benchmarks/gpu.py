@@ -1,6 +1,6 @@
 """One prepared device check: training fidelity, step speed, data loading and GPU inference, in one command.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/gpu.py --device cuda --json gpu.json     # < 8 minutes on one GPU
+    PYTHONPATH=. .venv/bin/python benchmarks/gpu.py --device cuda --json gpu.json     # on one GPU (untimed)
     PYTHONPATH=. .venv/bin/python benchmarks/gpu.py --device cpu --tiny --json out.json  # CI: the same, tiny
 
 It prints one table (section, case, figure, value, unit, bound, ok) and writes the same rows, with the

@@ -16,9 +16,9 @@ over ``--repeat`` runs; tables show the mean over frames.
     .venv/bin/python benchmarks/graph_build.py [--repeat 5] [--synthetic 3] [--json]
 
 The crop stage is sensitive to the allocator: ``pgnn.data.frames.fov_mask`` builds float64 temporaries of a
-few MB, which glibc serves fresh from mmap (page faults) until its mmap threshold has grown. Measured about
-4 ms in a full run (after the larger runtime graphs have raised the threshold) and about 10 ms when only
-the Car training preset runs.
+few MB, which glibc serves fresh from mmap (page faults) until its mmap threshold has grown, so it is faster
+in a full run (after the larger runtime graphs have raised the threshold) than when only the Car training
+preset runs (figures: benchmarks/README.md, "Measurements behind the code").
 
 ``run_benchmark()`` returns ``ms_per_frame``, ``baseline_ms_per_frame`` and ``speedup`` of the Car training
 graph on the real frames (whole frame: loaded points to labels), plus every row of the tables.

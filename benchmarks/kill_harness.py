@@ -20,8 +20,8 @@ determinism, without which the comparison means nothing) and gives each stage's 
 1. pick (seeded) a stage, an anchor and a delay: odd trials from the stage's start, uniform in [0, its
    duration in the second run] (which includes DVC's hashing of the outputs and its lock-file write after
    the command); even trials from its first output file, uniform in [0, the rest of its duration] (prepare
-   and graphs spend most of their 1-3 s starting Python, so kills timed from the start mostly land before
-   their first shard),
+   and graphs spend most of their few seconds starting Python, so kills timed from the start mostly land
+   before their first shard; the second run prints each stage's seconds),
 2. restore the workspace copy and make the stage and everything downstream of it (the stage table's deps)
    never-run: their outputs deleted, their ``dvc.lock`` entries removed, no run cache, no ``.dvc/tmp``
    (upstream stages are up to date and skipped),
@@ -372,8 +372,8 @@ def schedule(
     draw of the rest, shuffled; the split of prepare/graphs from the same seeded RNG. Odd trials count the
     delay from the stage's start (uniform in [0, its duration ``dur``]), even ones from its first output
     file (uniform in [0, its duration after ``first``, the seconds from its start to that file]): on a
-    quiet machine prepare and graphs spend most of their 1-3 s starting the interpreter, so kills timed
-    from the start mostly land before the first shard."""
+    quiet machine prepare and graphs spend most of their few seconds starting the interpreter, so kills
+    timed from the start mostly land before the first shard."""
     rng = random.Random(seed)
     groups = list(GROUPS) * (n // len(GROUPS)) + rng.sample(GROUPS, n % len(GROUPS))
     rng.shuffle(groups)

@@ -5,8 +5,9 @@
 
 ``run_benchmark(...)`` returns the figures as a dict. What it does, in a scratch folder ``--work``:
 
-1. A pool of distinct frames: ``--pool`` synthetic frames (``pgnn synth``, seed 0, about 0.3 s a frame; kept
-   in ``<work>/pool`` for the next run) or the 7 real frames with scans of ``kitti_sample`` (copied).
+1. A pool of distinct frames: ``--pool`` synthetic frames (``pgnn synth``, seed 0; its time a frame:
+   benchmarks/README.md, "Measurements behind the code"; kept in ``<work>/pool`` for the next run) or the 7
+   real frames with scans of ``kitti_sample`` (copied).
 2. A temporary git + DVC project ``<work>/project``: this repository's ``pgnn/``, ``stages/`` and
    ``params.yaml`` (``data.root: data/kitti``, ``--preset``, ``data.workers``), and a ``dvc.yaml`` of the
    repository's ``prepare`` and ``graphs`` stages. Its data root ``data/kitti`` holds ``--frames`` frames

@@ -4,9 +4,9 @@
         [--frames 000002,000003,000004] [--iterations 1] [--steps 400] [--eval-every 50] [--log-every 25] \
         [--optimizer adam] [--lr 0.001] [--batch-size 1] [--copies 41] [--work DIR] [--json OUT.json]
 
-Not a test and never run by CI (about 35 minutes on the shared 2-core machine): a check that the whole
-pipeline learns real data (issue 11, item 8). It runs pgnn's own step functions end to end, as the DVC stages
-do:
+Not a test and never run by CI (its run time: benchmarks/README.md, "Overfitting real painted frames"): a
+check that the whole pipeline learns real data (issue 11, item 8). It runs pgnn's own step functions end to
+end, as the DVC stages do:
 
 1. a KITTI root in ``--work``: symlinks to the shared ``kitti_sample`` (``training/{calib,image_2,label_2,
    painted_lidar,velodyne}``, read-only) plus its own ``ImageSets/train.txt`` listing ``--frames``;

@@ -25,9 +25,8 @@ step. ``ckpt`` marks ``checkpoint_chunks=True`` (per-chunk recomputation in the 
 is wall clock per step after one warm-up step; ``CPU min`` the least process CPU time of a step, steadier
 than wall clock on a shared machine.
 
-Measured 2026-11-29 on the 2-core EPYC (shared, load 2-4), one thread, CPU time per step (forward + backward
-+ Adam), before -> after the custom segment-max backward and the related changes in pgnn/nn/model.py:
-``small`` synth batch 2 ~435-465 -> ~150-190 ms; ``car_T3`` synth batch 1 ~4.5-5.0 -> ~3.5-3.8 s.
+Figures measured with it: docs/benchmarks.md ("Training step") and benchmarks/README.md ("Measurements behind
+the code").
 """
 
 from __future__ import annotations

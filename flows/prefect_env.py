@@ -11,8 +11,8 @@ and nothing needs a network:
 - ``PREFECT_HOME`` (profiles, the ephemeral server's SQLite database) inside the project *only* when the
   user has no Prefect of their own: no ``PREFECT_HOME``, no ``PREFECT_API_URL`` and no active profile with an
   API URL (:func:`user_api_url`). Otherwise their home, profiles and server are used as they are;
-- a 180 s start-up timeout for the ephemeral API server: on a fresh database its migrations took 21-72 s
-  on the 2-core machines this was built on (Prefect's default of 20 s timed out).
+- a 180 s start-up timeout for the ephemeral API server: on a fresh database its migrations can outlast
+  Prefect's default of 20 s (measured: benchmarks/README.md, "Measurements behind the code").
 """
 
 from __future__ import annotations

@@ -107,8 +107,9 @@ GRAPH_PRESETS: dict[str, GraphConfig] = {
         levels=_levels((0.25, 0.4, -1), (0.25, 1.6, -1)),
     ),
     # pgnn's own, for the default preset small_painted_car: the car graphs with a 2 m keypoint radius instead
-    # of 4 m. A `small` training step on 2-core CPU took 130 ms instead of 201 ms (1 thread), and on the
-    # synthetic val set 3000 steps gave a higher 3D and BEV AP than 4 m did (docs/experiment-log.md, e12-e16).
+    # of 4 m: fewer keypoint edges, so a cheaper `small` training step (measured: benchmarks/README.md,
+    # "Measurements behind the code"), and on the synthetic val set 3000 steps gave a higher 3D and BEV AP
+    # than 4 m did (docs/experiment-log.md, e12-e16).
     "small_car": GraphConfig(
         base_voxel_size=0.8,
         downsample_method="random",

@@ -119,10 +119,9 @@ MODEL_PRESETS: Mapping[str, ModelConfig] = MappingProxyType(
         ),
         # The painted-points seed (input_features "is": reflectance + 4 semantic scores), otherwise car_T3.
         "painted_car_T3": _car_config(3, input_dim=5),
-        # Trains on a 2-core CPU in minutes: one fwd+bwd+Adam step on a train-config graph (~20k points, ~1k
-        # keypoints, 0.12M + 0.05M edges) took ~0.1 s CPU time on one core (car_T3: ~2.5 s), a batch of 2
-        # synthetic frames (0.19M + 0.17M edges) ~0.16 s (car_T3, one frame: ~3.6 s); 43,494 parameters.
-        # Measured with benchmarks/train_step.py.
+        # Trains on a 2-core CPU in minutes: a fwd+bwd+Adam step costs a small fraction of car_T3's on the
+        # same graph (measured with benchmarks/train_step.py: benchmarks/README.md, "Measurements behind the
+        # code"); 43,494 parameters.
         "small": ModelConfig(
             num_classes=4,
             point_mlp=(32, 64),

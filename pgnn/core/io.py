@@ -112,7 +112,8 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 def sha256_files(paths: Iterable[str | Path], threads: int | None = None) -> list[str]:
     """:func:`sha256_file` of each path, in order, hashed by ``threads`` threads (default: one a CPU, at
     most 4). hashlib and file reads release the GIL, so the threads hash in parallel: a step's input hashing
-    (2.5 ms a KITTI frame) no longer keeps all but one core idle before its process pool starts."""
+    no longer keeps all but one core idle before its process pool starts (measured: benchmarks/README.md,
+    "Measurements behind the code")."""
     paths = list(paths)
     n = min(4, os.cpu_count() or 1) if threads is None else threads
     if n <= 1 or len(paths) < 2:

@@ -78,7 +78,8 @@ class ShardPlan:
     ``build(task, path)`` must be picklable (a module-level function or ``functools.partial`` of one) so that
     process pools, Dask and Prefect workers can run it. ``warm()``, if given, loads what every build needs
     (numba's compiled kernels): :func:`run_plan` calls it once before its process pool forks the workers,
-    which then inherit it instead of each loading it again (about 0.4 s a worker and step).
+    which then inherit it instead of each loading it again (measured: benchmarks/README.md, "Measurements
+    behind the code").
     """
 
     out_dir: Path

@@ -410,7 +410,8 @@ def _is_float(text: str) -> bool:
 
 def _check_finite(array: np.ndarray, path: Path) -> None:
     """Finite values in every row, and x, y, z within ``MAX_POINT_DISTANCE`` (the row is named)."""
-    # whole-array reductions first (reducing each row of 4 took 7x longer); find the row only on failure
+    # whole-array reductions first (reducing each row of 4 is slower: benchmarks/README.md, "Measurements
+    # behind the code"); find the row only on failure
     if not np.isfinite(array).all():
         row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
         message = f"expected finite values, point {row} (of {len(array)}) is {array[row].tolist()}"

@@ -1,8 +1,9 @@
 """A fast decoder for the one PNG kind KITTI's ``image_2`` holds: 8-bit RGB, not interlaced.
 
-``prepare`` decodes an image a frame (RGB per point): Pillow took 10 ms of a frame's 18 (it inflates, then
-unfilters into 4-byte pixels that ``np.asarray`` packs back to 3), this path 7 ms (``zlib`` inflates, a numba
-loop unfilters straight into the (H, W, 3) array). The pixels of a valid PNG are fixed by the format, so both
+``prepare`` decodes an image a frame (RGB per point), the largest part of its time with Pillow (which
+inflates, then unfilters into 4-byte pixels that ``np.asarray`` packs back to 3); this path is faster
+(``zlib`` inflates, a numba loop unfilters straight into the (H, W, 3) array; measured: benchmarks/README.md,
+"Measurements behind the code"). The pixels of a valid PNG are fixed by the format, so both
 give the same array (tests/data/test_png.py compares them on KITTI's and synthetic images and on every row
 filter). Anything else (another colour type or bit depth, interlacing, a bad CRC-32 or zlib stream, a size
 Pillow would refuse or warn about) returns None: the caller decodes it with Pillow, which also reports the

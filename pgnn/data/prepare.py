@@ -51,8 +51,8 @@ _LABEL_FIELDS = tuple(f.name for f in dataclasses.fields(Label))
 
 
 def _label_dict(label: Label) -> dict[str, Any]:
-    """``dataclasses.asdict(label)`` without its deep copies (a label holds only scalars and a tuple), which
-    took 15 % of the prepare step."""
+    """``dataclasses.asdict(label)`` without its deep copies (a label holds only scalars and a tuple), a
+    visible share of the prepare step (measured: benchmarks/README.md, "Measurements behind the code")."""
     return {name: getattr(label, name) for name in _LABEL_FIELDS}
 
 
@@ -129,8 +129,8 @@ def table_to_frames(table: pa.Table, source: str | Path = "<table>") -> list[Fra
 
 def write_prepared_shard(path: str | Path, frames: Sequence[Frame]) -> None:
     """Write frames as one zstd parquet shard with checksums, atomically. No dictionary encoding: on float
-    point columns it made the write 3.6x slower and the file 25 % larger (benchmarks/README.md, KITTI
-    scale)."""
+    point columns it made the write slower and the file larger (measured: benchmarks/README.md,
+    "Measurements behind the code")."""
     write_parquet(path, frames_to_table(frames), compression="zstd", use_dictionary=False)
 
 

@@ -5,16 +5,16 @@ A *record* is one frame's dict of arrays (reference naming, see ``pgnn.graphs.bu
 ``valid_box``. A shard stores each key's arrays concatenated over its frames along axis 0, with
 ``<key>.offsets`` (F + 1,) int64 marking the frames; indices stay frame-local, so a frame's slice is its
 record. Shards are written with stable bytes (:mod:`pgnn.graphs.npzstore`) and read memory-mapped: reading one
-frame back costs well under a millisecond plus the copy.
+frame back costs little more than the copy.
 
 Edges, most of a record's bytes, are stored as CSR when they come grouped by destination (as
 ``pgnn.graphs.radius.radius_edges`` writes them): ``<edges>.src`` (uint16 when the sources fit, else uint32)
 and
 ``<edges>.count`` (edges per destination vertex), 2.5x smaller than (E, 2) int32 and rebuilt exactly on read.
 
-Why uncompressed npz (benchmarks/cache_io.py, figures in benchmarks/README.md "Graph cache layout"): it is the
-fastest to write (~2-3 ms a frame) and to read (~0.1 ms a frame through an open shard); compressed npz
-costs 100-150 ms a frame to write, parquet 5-10 ms a frame to read.
+Why uncompressed npz (benchmarks/cache_io.py, figures in benchmarks/README.md "Graph cache layout"): of the
+layouts tried it is the fastest to write and to read through an open shard; compressed npz is much slower to
+write, parquet slower to read.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def _is_grouped_edges(key: str, a: np.ndarray, record: Mapping[str, np.ndarray])
 def _edges_to_csr(a: np.ndarray, num_dst: int) -> tuple[np.ndarray, np.ndarray]:
     """(E, 2) [src, dst] grouped by dst -> (src (E,), count (num_dst,)).
 
-    ``np.bincount(dst, minlength=num_dst)``, read off the sorted dst by binary searches (5x faster on a
-    runtime graph's 500k edges); bincount itself where dst leaves [0, num_dst).
+    ``np.bincount(dst, minlength=num_dst)``, read off the sorted dst by binary searches (faster on a runtime
+    graph's 500k edges: benchmarks/README.md, "Measurements behind the code"); bincount itself where dst
+    leaves [0, num_dst).
     """
     dst = a[:, 1]
     if len(dst) and (dst[0] < 0 or dst[-1] >= num_dst):

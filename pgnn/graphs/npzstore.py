@@ -3,9 +3,10 @@
 Byte-identical artifacts for equal content are what keep DVC hashes stable, so :func:`save_npz` does not leave
 that to numpy's zip writer: it writes the same format (a zip of ``.npy`` members, stored uncompressed) itself,
 with a fixed timestamp, fixed permissions and sorted member names. :func:`open_npz_memmap` maps each
-member straight from the file: slicing one frame out of a shard of many costs microseconds, not a read of
-the whole array. Opening checks every member's CRC-32 first (:func:`pgnn.io.verify_zip`, one read of the
-file, ~1 GB/s), so a corrupted shard is an error naming it, not silently wrong numbers.
+member straight from the file: slicing one frame out of a shard of many touches that frame's pages, not a
+read of the whole array. Opening checks every member's CRC-32 first (:func:`pgnn.core.io.verify_zip`, one
+read of the file; its rate: benchmarks/README.md, "Measurements behind the code"), so a corrupted shard is
+an error naming it, not silently wrong numbers.
 """
 
 from __future__ import annotations

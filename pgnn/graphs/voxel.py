@@ -79,7 +79,8 @@ def _hash_group(keys: np.ndarray) -> tuple[np.ndarray, int]:
 
 @njit(cache=True)
 def bounds(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-axis (min, max) of (N >= 1, 3) points (numpy's axis-0 reductions are ~25x slower on (N, 3))."""
+    """Per-axis (min, max) of (N >= 1, 3) points (numpy's axis-0 reductions are slower on (N, 3):
+    benchmarks/README.md, "Measurements behind the code")."""
     lo = points[0].copy()
     hi = points[0].copy()
     for i in range(1, points.shape[0]):

@@ -23,7 +23,7 @@ pickled code. File names of a run's checkpoints carry the step: ``ckpt-00001000.
 
 Loading verifies the file first: ``torch.save`` writes a zip archive whose every record carries a CRC-32,
 which ``torch.load`` does not check (flipped bytes inside a tensor load silently); :func:`load_checkpoint`
-checks them all (:func:`pgnn.io.verify_zip`) and a corrupted file is a ``DataError`` naming it.
+checks them all (:func:`pgnn.core.io.verify_zip`) and a corrupted file is a ``DataError`` naming it.
 :func:`latest_good_checkpoint` is what a resumed run starts from: the newest checkpoint (at or before the
 step the run is asked to reach) that loads, the corrupted newer ones moved aside with a warning.
 """

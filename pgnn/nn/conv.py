@@ -42,12 +42,11 @@ from pgnn.nn.layers import ACTIVATIONS, MLP, LinearInit
 from pgnn.nn.segment import EdgeChunk, destination_chunks, relative_edge_layer, segment_max
 
 # Default chunk size, in edges, by device. On CPU, small chunks keep the (E_chunk, H) activations in cache and
-# the allocator reusing its buffers. On the 2-core EPYC (shared, loaded), one thread: the T1 forward on a
-# 0.5M + 0.7M edge frame took ~3-4 s CPU time with 2k-8k-edge chunks and ~7 s with 128k-edge chunks (300
-# channels); a ``small`` training step (64 channels, batch 2, 0.35M edges) took about the same with 4k-8k
-# and 16% more with 16k-edge chunks. Many small chunks mean many OpenMP regions, though, and with several
-# threads and OpenMP's default busy-wait on a loaded machine that was 3-10x slower: use one thread per process
-# (or OMP_WAIT_POLICY=PASSIVE). On GPUs, large chunks keep kernels big.
+# the allocator reusing its buffers: a few thousand edges a chunk ran the T1 forward and a ``small`` training
+# step fastest on one thread, faster than 128k-edge chunks. Many small chunks mean many OpenMP regions,
+# though, and with several threads and OpenMP's default busy-wait on a loaded machine they were several times
+# slower: use one thread per process (or OMP_WAIT_POLICY=PASSIVE). On GPUs, large chunks keep kernels big.
+# (Measured: benchmarks/README.md, "Measurements behind the code".)
 DEFAULT_EDGES_PER_CHUNK: Mapping[str, int] = MappingProxyType({"cpu": 8192, "other": 1 << 18})
 
 # Activations that commute with max (non-decreasing, also in floats) and whose derivative is 0 wherever they
@@ -231,7 +230,8 @@ class PointGNNConv(_ChunkedMaxConv):
             self.edge_mlp.out_dim,
             state,
             dst_tensors={"center": coord + offset},
-            # (3, H) contiguous: MKL's (E, 3) @ (3, H) is ~4x faster than with the transposed view
+            # (3, H) contiguous: MKL's (E, 3) @ (3, H) is faster than with the transposed view (measured:
+            # benchmarks/README.md, "Measurements behind the code")
             src_tensors={"state_proj": state_proj, "coord": coord, "w_rel_t": w_rel.t().contiguous()},
             chunks=chunks,
         )

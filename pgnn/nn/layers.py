@@ -108,8 +108,9 @@ def linear(x: Tensor, layer: nn.Linear) -> Tensor:
     """``layer(x)``, with the weight transposed to (K, M) and made contiguous when the input is narrow.
 
     The value is the same; the backward pass is not: autograd then computes the weight gradient as
-    (K, E) @ (E, M) instead of (M, E) @ (E, K), which MKL ran 4-7x faster on the EPYC for E = 8192 rows,
-    K = 3-4 inputs and M = 32-300 outputs (the first point-MLP layer of point-set pooling).
+    (K, E) @ (E, M) instead of (M, E) @ (E, K), which MKL ran several times faster for E = 8192 rows,
+    K = 3-4 inputs and M = 32-300 outputs (the first point-MLP layer of point-set pooling; measured:
+    benchmarks/README.md, "Measurements behind the code").
 
     Shapes:
         x: (E, K) -> (E, M)

@@ -36,9 +36,9 @@ Implementation choices that keep the math but save time and memory are described
 ``pgnn.nn.conv`` (the edge MLP's first layer computed per vertex, edges processed in chunks of whole
 destination sets, ReLU after the max), ``pgnn.nn.segment`` (the backward passes of the max and of the first
 edge layer) and ``pgnn.nn.layers`` (the weight layout of narrow first layers). The edges of a level are split
-into chunks once per forward pass and the split is shared by all T iterations. On the 2-core EPYC, one
-thread, a ``small`` training step (batch 2, 0.35M edges) went from ~440 to ~155 ms of forward + backward CPU
-time with the two backward passes, the max before ReLU and the narrow-layer layout (benchmarks/train_step.py).
+into chunks once per forward pass and the split is shared by all T iterations. The two backward passes, the
+max before ReLU and the narrow-layer layout together made a ``small`` training step much cheaper on CPU
+(measured: benchmarks/README.md, "Measurements behind the code").
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ with TF's gradient, and the first edge layer of a Point-GNN iteration.
 * ``segment_max`` computes ``out[i] = max_{e: index[e] = i} values[e]`` (0 for an empty set) with its own
   backward and TF's gradient (the max's gradient goes to the rows attaining it, split evenly among exact
   ties); it finds the winners by comparing with the saved max and counts ties only when there are any,
-  instead of PyTorch's ``scatter_reduce`` backward (several scatters per call, ~5x slower on CPU).
+  instead of PyTorch's ``scatter_reduce`` backward (several scatters per call, slower on CPU: measured in
+  benchmarks/README.md, "Measurements behind the code").
 * ``relative_edge_layer`` computes ``pre[e] = W_s s_j + b + W_x (x_j - c_i)`` for edge e = (j, i) from the
   per-vertex part ``W_s s + b``; its backward sums the gradient per destination before the (H, 3) product.
 """

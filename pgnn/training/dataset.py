@@ -29,15 +29,14 @@ Workers. A source pickles as its paths, configs and frame index (about 2 KB; 70 
 frames); each process reads the prepared shards it needs, and the database, on first use and keeps them
 (:class:`PreparedFrames`). Memory per process is about the prepared split's size (28 bytes a point, 44
 painted: KITTI's 3712 train frames of ~19k points are about 2.0 GB, 3.1 GB painted) unless
-``max_cached_shards`` bounds it (then a shard is read again when needed: about 3 ms per frame it holds,
-which with shuffled epochs and 8-frame shards costs more than building the record).
+``max_cached_shards`` bounds it (then a shard is read again when needed, for every frame it holds, which
+with shuffled epochs and 8-frame shards can cost more than building the record).
 
-Cost (``benchmarks/augmented_records.py``, one thread of a shared 2-core CPU, 7 real KITTI frames, Car
-training graph): 6-9 ms a record with the original's augmentation (3.4-5 ms of it graph and targets),
-70-85 ms with ground-truth sampling as well (``GtSampleConfig()``'s 22 crops a scene, each up to 100 tries),
-against 0.1-0.4 ms to read a cached record. A training step of B frames taking T ms keeps up with
-W >= B x record ms / T loader workers: for a ~70 ms GPU step at batch 4, under one worker without and
-about 4-5 workers with ground-truth sampling.
+Cost: ``benchmarks/augmented_records.py`` measures a record built with the original's augmentation, with
+ground-truth sampling as well (``GtSampleConfig()``'s 22 crops a scene, each up to 100 tries: far
+costlier), and a cached record read (one machine's figures: benchmarks/README.md, "Measurements
+behind the code"). A training step of B frames taking T ms keeps up with W >= B x record ms / T loader
+workers.
 """
 
 from __future__ import annotations

@@ -57,9 +57,9 @@ only on (seed, index, config), never on how many frames are written):
    (Car and Van -> car, Pedestrian -> pedestrian, Cyclist -> bicycle_or_rider, anything else -> background).
 
 Measured (``benchmarks/synth_speed.py``, 10 frames of seed 0): 110.6-123.8k points a scan (mean 117k) and
-17.4-20.3k in the camera's view (mean 19.2k); real KITTI scans have 113-127k and 18.6-20.3k. About 0.2 s a
-frame on one core of a quiet machine (scan and image ~70 ms each; numba casts all 144k rays against ground
-and primitives faster than numpy does the boxes alone), about 0.3 s with the five files written.
+17.4-20.3k in the camera's view (mean 19.2k); real KITTI scans have 113-127k and 18.6-20.3k. Scan and image
+take most of a frame's time (numba casts all 144k rays against ground and primitives faster than numpy does
+the boxes alone); time per frame: benchmarks/README.md, "Measurements behind the code".
 
 Modules, in the order a frame is made (the package imports none of them; import from the modules)::
 

@@ -1,7 +1,7 @@
 """Stage ``gt_db``: the ground-truth sampling database (object point crops) of the prepared train split.
 
-Built whether or not ``gt_sampling`` is on: about 4 ms a frame (measured on 6 KITTI frames), so roughly 15 s
-for KITTI's 3,712 train frames.
+Built whether or not ``gt_sampling`` is on: it is cheap next to ``prepare`` (measured: benchmarks/README.md,
+"Measurements behind the code").
 """
 
 from __future__ import annotations
