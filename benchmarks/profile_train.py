@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/profile_train.py profile [--steps 10] [--rows 15] [--threads 1]
     .venv/bin/python benchmarks/profile_train.py threads [--steps 20] [--rounds 3] [--busy 1]
     .venv/bin/python benchmarks/profile_train.py numerics [--steps 20] [--rounds 3]
+    .venv/bin/python benchmarks/profile_train.py cbwr [--steps 20] [--rounds 1]
 
 The step is the default run's: params.yaml's preset ``small_painted_car`` (the ``small`` network on painted
 ``is`` inputs, batch 2, Adam), on synthetic painted frames (``pgnn.data.synthetic``, seed 0) through the
@@ -22,6 +23,12 @@ same round). ``--busy N`` runs N busy-looping processes meanwhile: a loaded mach
 ``numerics``: the same, for the cost of the pinned CPU numerics (:mod:`pgnn.core.cpu`) at 1 and 2 threads:
 pinned (what every pgnn process runs), each library's own choice for this CPU (the pin undone before torch
 and numpy load), and ATen's ``default`` kernels.
+
+``cbwr``: whether the weights depend on the thread count, by MKL code branch: the pinned ``COMPATIBLE`` and
+MKL's strict reproducibility mode on its AVX2 branch (``AVX2,STRICT``: gemm bitwise the same for any thread
+count, by MKL's documentation), each at 1, 2 and 3 threads; each row adds the sha256 (first 16 hex digits)
+of the weights after the 3 warm-up and ``--steps`` measured steps. Rows of one branch with the same sha
+trained the same weights.
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ NUMERICS = (
     ("pinned (default), 2 threads", 2, {}),
     ("native kernels, 2 threads", 2, {"unpin": "1"}),
 )
+CBWR = tuple(
+    (f"MKL_CBWR={branch}, {n} thread{'s' * (n > 1)}", n, {"PGNN_BENCH_MKL_CBWR": branch})
+    for branch in ("COMPATIBLE", "AVX2,STRICT")
+    for n in (1, 2, 3)
+)
 FRAMES = 8
 PRESET = "small_painted_car"
 WARMUP = 3
@@ -68,6 +80,8 @@ def _setup(threads: int, unpin: bool = False):  # noqa: ANN202
         os.environ.pop(key, None)
     if os.environ.get("PGNN_BENCH_ATEN"):
         os.environ["ATEN_CPU_CAPABILITY"] = os.environ["PGNN_BENCH_ATEN"]
+    if os.environ.get("PGNN_BENCH_MKL_CBWR"):  # read by MKL when torch loads, below
+        os.environ["MKL_CBWR"] = os.environ["PGNN_BENCH_MKL_CBWR"]
     import torch
     from step_batches import batches, frame_ids, make_model, make_step, recipe_of, records, synthetic_root
 
@@ -78,12 +92,14 @@ def _setup(threads: int, unpin: bool = False):  # noqa: ANN202
     root.cleanup()
     model = make_model(recipe, torch.device("cpu"))
     step = make_step(recipe, model, torch.device("cpu"))
-    return data, step
+    return data, step, model
 
 
 def time_steps(threads: int, steps: int, unpin: bool = False) -> dict:
     """Median ms a step (and the CPU ms) of ``steps`` steps after the warm-up, in this process."""
-    data, step = _setup(threads, unpin)
+    from pgnn.pipeline.trajectory import weights_sha256
+
+    data, step, model = _setup(threads, unpin)
     wall, cpu = [], []
     for k in range(WARMUP + steps):
         t, c = time.perf_counter(), time.process_time()
@@ -91,7 +107,8 @@ def time_steps(threads: int, steps: int, unpin: bool = False) -> dict:
         if k >= WARMUP:
             wall.append((time.perf_counter() - t) * 1000)
             cpu.append((time.process_time() - c) * 1000)
-    return {"ms": statistics.median(wall), "cpu_ms": statistics.median(cpu), "min_ms": min(wall)}
+    sha = weights_sha256(model.state_dict())[:16]
+    return {"ms": statistics.median(wall), "cpu_ms": statistics.median(cpu), "min_ms": min(wall), "sha": sha}
 
 
 def profile(threads: int, steps: int, rows: int) -> str:
@@ -99,7 +116,7 @@ def profile(threads: int, steps: int, rows: int) -> str:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    data, step = _setup(threads)
+    data, step, _ = _setup(threads)
     for k in range(WARMUP):
         step(data[k % len(data)], k)
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -110,7 +127,7 @@ def profile(threads: int, steps: int, rows: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["profile", "threads", "numerics"])
+    parser.add_argument("mode", choices=["profile", "threads", "numerics", "cbwr"])
     parser.add_argument("--steps", type=int, default=None, help="steps measured (profile 10, threads 20)")
     parser.add_argument("--rows", type=int, default=15, help="profile: ops in the table")
     parser.add_argument("--threads", type=int, default=1, help="profile: torch intra-op threads")
@@ -131,15 +148,17 @@ def main() -> int:
     try:
         print(f"{PRESET} training step, median of {steps} steps: ms a step (CPU ms) [loadavg at start]")
         print(f"with {args.busy} busy-looping process(es)")
-        time_settings(NUMERICS if args.mode == "numerics" else SETTINGS, steps, args.rounds)
+        settings = {"numerics": NUMERICS, "cbwr": CBWR}.get(args.mode, SETTINGS)
+        time_settings(settings, steps, args.rounds, sha=args.mode == "cbwr")
     finally:
         for p in busy:
             p.kill()
     return 0
 
 
-def time_settings(settings: tuple, steps: int, rounds: int) -> None:
-    """Print a row per (round, setting): ms a step, CPU ms, loadavg at its start."""
+def time_settings(settings: tuple, steps: int, rounds: int, sha: bool = False) -> None:
+    """Print a row per (round, setting): ms a step, CPU ms, loadavg at its start (with ``sha``: and the
+    weights' sha256 prefix after the steps)."""
     for r in range(rounds):
         for name, threads, setting in settings:
             load = loadavg()
@@ -159,7 +178,9 @@ def time_settings(settings: tuple, steps: int, rounds: int) -> None:
                 check=True,
             )
             res = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(f"round {r + 1}  {name:<42} {res['ms']:7.1f} ({res['cpu_ms']:6.1f})  [{load}]", flush=True)
+            weights = f"  {res['sha']}" if sha else ""
+            row = f"round {r + 1}  {name:<42} {res['ms']:7.1f} ({res['cpu_ms']:6.1f})  [{load}]{weights}"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":
