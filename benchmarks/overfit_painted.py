@@ -13,14 +13,14 @@ end, as the DVC stages do:
 2. ``prepare_step`` with ``data.painted: true`` (PointPainting rows ``[x, y, z, r, 4 scores]``);
 3. ``graphs_step`` twice on the same prepared frames: the training graph (``train``) and the runtime graph
    (``val``, what ``predict`` runs on);
-4. ``train_step`` of the ``painted_car_T3`` preset (``is`` inputs: reflectance + 4 painted scores) with the
-   params overrides below, a checkpoint every ``--eval-every`` steps;
+4. ``train_and_export`` of the ``painted_car_T3`` preset (``is`` inputs: reflectance + 4 painted scores) with
+   the params overrides below, a checkpoint every ``--eval-every`` steps;
 5. every checkpoint, then the exported model: ``predict_step`` on the runtime graphs, and the official KITTI
    Car AP of the same frames (``evaluate_step`` for the final model; ``pgnn.eval.kitti``). Because the
    protocol cannot score few cars (:func:`car_ap`), each is also scored on the frames repeated ``--copies``
    times.
 
-The overrides (params.yaml sections, applied by ``pgnn.recipe.presets.resolve``):
+The overrides (params.yaml sections, applied by ``pgnn.recipe.presets.apply_preset``):
 
 * ``model.gnn_layers``: ``--iterations`` Point-GNN iterations of the preset's layer (T1 by default: a step of
   the T3 model takes seconds on this CPU);
@@ -209,8 +209,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from pgnn.pipeline.steps.graphs import graphs_step
     from pgnn.pipeline.steps.predict import predict_step
     from pgnn.pipeline.steps.prepare import prepare_step
-    from pgnn.pipeline.steps.train import train_step
-    from pgnn.recipe.presets import resolve
+    from pgnn.pipeline.steps.train import train_and_export
+    from pgnn.recipe.presets import apply_preset
 
     torch.set_num_threads(1)
     work = Path(args.work)
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not root.exists():
         make_root(Path(args.sample), root, tuple(args.frames))
     params = make_params(args, root)
-    recipe = resolve(params)
+    recipe = apply_preset(params)
     print(
         f"recipe: painted_car_T3, T{recipe.model.num_iterations}, input_dim {recipe.model.input_dim}, "
         f"features {recipe.targets.input_features}, augment {recipe.augment.steps or 'off'}, "
@@ -240,7 +240,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     live_dir = work / "live"
     t = time.perf_counter()
-    model_path = train_step(
+    model_path = train_and_export(
         recipe,
         graphs_train,
         work / "checkpoints",

@@ -21,7 +21,7 @@ from pgnn.data.frames import load_frame
 from pgnn.graphs.records import graph_record
 from pgnn.nn.losses import regularized_parameters
 from pgnn.nn.model import PointGNN
-from pgnn.recipe.presets import Recipe, resolve
+from pgnn.recipe.presets import Recipe, apply_preset
 from pgnn.training.batches import TrainBatch, collate_records
 from pgnn.training.distributed import Dist
 from pgnn.training.live import IntervalStats
@@ -36,7 +36,7 @@ PAINTED_PRESETS = frozenset({"small_painted_car", "painted_car_T3"})
 def recipe_of(preset: str, **train: Any) -> Recipe:
     """The resolved recipe of ``preset`` (painted inputs for the painted presets), ``train`` overridden."""
     data = DataConfig(painted=preset in PAINTED_PRESETS)
-    return resolve(Params(preset=preset, data=data, train=train))
+    return apply_preset(Params(preset=preset, data=data, train=train))
 
 
 def synthetic_root(num_frames: int) -> tempfile.TemporaryDirectory:

@@ -5,10 +5,10 @@
 Graphs:
 
 * ``synth``: what the default pipeline trains on: synthetic KITTI frames (``pgnn synth``, seed 0) through
-  ``pgnn.graphs.records.graph_record`` with the default recipe (``pgnn.recipe.presets.resolve(Params())``:
-  the ``car``
-  training graph, 0.8 m random keypoints, cap 256): ~1.4-2.1k keypoints, ~90k level-0 and 45-90k level-1
-  edges per frame.
+  ``pgnn.graphs.records.graph_record`` with the default recipe
+  (``pgnn.recipe.presets.apply_preset(Params())``: the ``car`` training graph, 0.8 m random keypoints, cap
+  256): ~1.4-2.1k keypoints, ~90k level-0 and 45-90k level-1 edges
+  per frame.
 
 and from the reference frames (``../shared/data/pointgnn_reference/T1/*.npz``):
 
@@ -67,9 +67,9 @@ def load_graph(frame: str, kind: str, device: str, synth_root: str | None = None
         from pgnn.config.params import Params
         from pgnn.data.frames import load_frame
         from pgnn.graphs.records import graph_record
-        from pgnn.recipe.presets import resolve
+        from pgnn.recipe.presets import apply_preset
 
-        recipe = resolve(Params())
+        recipe = apply_preset(Params())
         record = graph_record(load_frame(synth_root, frame), recipe.graph, recipe.targets, 0)
         return graph_input_from_arrays(record, device, source=f"synthetic {frame}")
     with np.load(REFERENCE / "T1" / f"{frame}.npz") as npz:

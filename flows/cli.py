@@ -3,7 +3,7 @@
 In that order, and each step only when the one before passed:
 
 1. the arguments (one line on stderr and status 2 for a bad one, in about a second: prefect is not imported);
-2. params.yaml, loaded and resolved to its recipe (``pgnn.recipe.presets.resolve``): a bad value is one line
+2. params.yaml, loaded and its preset applied (``pgnn.recipe.presets.apply_preset``): a bad value is one line
    ``python -m flows: error: params.yaml: <key>: <what was expected>`` (pgnn.core.errors), status 1;
 3. whether anything is to do (:meth:`pgnn.pipeline.runner.Session.pending`: ``dvc status`` of the asked-for
    stages and those upstream of them, as the flow decides it; a flow other than ``full`` first runs the
@@ -90,9 +90,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def check_params(params_path: str | Path) -> None:
     """Load params.yaml and resolve its recipe; raises the pgnn error of the first bad value."""
     from pgnn.config.params import load_params
-    from pgnn.recipe.presets import resolve
+    from pgnn.recipe.presets import apply_preset
 
-    resolve(load_params(Path(params_path)))
+    apply_preset(load_params(Path(params_path)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

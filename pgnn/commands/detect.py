@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.data.sensor import boxes_rect_to_output, frame_from_sensor_scan
     from pgnn.inference.backends import load_detector
     from pgnn.inference.predict import predict_frame
-    from pgnn.inference.run import write_detections
+    from pgnn.inference.results import write_detections
     from pgnn.inference.settings import resolve_device, set_threads
 
     paths = [Path(f) for f in args.files]

@@ -143,7 +143,7 @@ def _bin_source(args: argparse.Namespace, needs_rgb: bool):  # noqa: ANN202 (a F
     from pgnn.data.frames import check_image_matches_calib, check_points_in_view, frame_from_scan
     from pgnn.data.kitti import read_calib, read_image, read_painted, read_velodyne
     from pgnn.data.labels import read_labels
-    from pgnn.inference.run import FrameSource
+    from pgnn.inference.results import FrameSource
 
     if not args.calib:
         raise DataError("--bin", "expected --calib CALIB.txt with --bin")
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     from pgnn.core.progress import silenced
     from pgnn.data.frames import load_frame
     from pgnn.inference.backends import load_detector
-    from pgnn.inference.run import FrameSource, predict_all_or_nothing, run_frames
+    from pgnn.inference.results import FrameSource, predict_all_or_nothing, predict_frames
     from pgnn.inference.settings import resolve_device, runtime_graph, set_threads
 
     if bool(args.root) == bool(args.bin):
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{frame_id}: {len(detections)} detections, {ms:.0f} ms", file=sys.stderr)
 
     predict = partial(
-        run_frames,
+        predict_frames,
         detector.network,
         detector.card,
         graph_cfg=graph_cfg,

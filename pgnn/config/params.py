@@ -2,8 +2,10 @@
 
 ``params.yaml`` names a *preset* (``pgnn/recipe/presets.py``) and, per section, keys that override it
 (``null`` keeps the preset's value). :func:`load_params` validates the file (unknown keys are errors, a
-``ParamsError`` naming the file and key); :func:`pgnn.recipe.presets.resolve` turns it into the typed
-sub-configs that each pgnn function takes. Stages and flows pass only the sub-config a function needs.
+``ParamsError`` naming the file and key); :func:`pgnn.recipe.resolved.resolve` turns it into the resolved
+params, the typed sub-configs that each pgnn function takes (the ``params`` stage writes them to
+``params.resolved.yaml``, which the other stages read through :class:`ResolvedReader`). Stages and flows pass
+only the sub-config a function needs.
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ RESOLVED_SOURCE = "# source: params.yaml values sha256 "
 M = TypeVar("M", bound=BaseModel)
 
 
-class ResolvedParams:
+class ResolvedReader:
     """``params.resolved.yaml`` as a stage reads it: the typed sections it asks for, nothing else.
 
     The ``params`` stage writes the file (:mod:`pgnn.recipe.resolved`); every other stage declares, in
@@ -169,7 +171,7 @@ class ResolvedParams:
     @classmethod
     def load(
         cls, path: str | Path, params_path: str | Path | None = None, *, digest: str | None = None
-    ) -> ResolvedParams:
+    ) -> ResolvedReader:
         """Read ``path``; with ``params_path``, fail unless it was resolved from that file's values (or from
         the source ``digest`` given, :attr:`ParamsSource.digest`)."""
         path = Path(path)

@@ -2,7 +2,7 @@
 
 A *sample* is one scan with its calibration and image, a :class:`pgnn.data.frames.Frame` (the parameter
 ``frame``); everywhere else in this module a *frame* is a coordinate frame. The stages and their timings over
-many samples (``read``, ``total``): ``pgnn.inference.run``.
+many samples (``read``, ``total``): ``pgnn.inference.results``.
 
 Coordinate frames. pgnn's data are in KITTI's rectified camera-0 frame, the *label frame*. A model's card
 (:class:`pgnn.nn.card.ModelCard`) records the frame its weights expect the points in, its *input frame*

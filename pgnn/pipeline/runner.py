@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgnn.config.params import ParamsSource, ResolvedParams
+from pgnn.config.params import ParamsSource, ResolvedReader
 from pgnn.core.errors import DataError
 from pgnn.core.lock import project_lock
 from pgnn.pipeline.lockfile import repair_lock
@@ -95,11 +95,11 @@ def upstream(names: Iterable[str], data_root: str) -> tuple[str, ...]:
 
 def load_stage_params(s: Stage, layout: Layout, source: ParamsSource) -> Any:
     """What stage ``s`` reads: ``source`` itself for the ``params`` stage, else
-    :class:`pgnn.config.params.ResolvedParams` of ``params.resolved.yaml``, checked to come from
+    :class:`pgnn.config.params.ResolvedReader` of ``params.resolved.yaml``, checked to come from
     ``source`` (its digest)."""
     if s.reads_params_yaml:
         return source
-    return ResolvedParams.load(layout.path("resolved"), source.path, digest=source.digest)
+    return ResolvedReader.load(layout.path("resolved"), source.path, digest=source.digest)
 
 
 def run_item(it: StageItem, layout: Layout, params: Any) -> None:

@@ -20,7 +20,7 @@ import torch
 
 from pgnn.config.params import ParamsSource
 from pgnn.pipeline.runner import driver_session, item_of, upstream
-from pgnn.recipe.resolved import resolve_params
+from pgnn.recipe.resolved import resolve
 from pgnn.training.distributed import init_distributed
 
 
@@ -29,7 +29,7 @@ def train_project(params_path: Path, **train: Any) -> Path:
     ``train`` keys, e.g. ``max_steps=2``); return the exported model's path."""
     params_path = Path(params_path)
     source = ParamsSource(params_path, **train)
-    dist = init_distributed(resolve_params(source.params, source.path).train.device)  # torchrun's group
+    dist = init_distributed(resolve(source.params, source.path).train.device)  # torchrun's group
     try:
         who = f"pgnn train --params {params_path}"
         main = dist.rank == 0

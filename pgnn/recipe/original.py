@@ -278,13 +278,14 @@ def _check_expressible(
     augment: AugmentConfig,
     source: Path,
 ) -> None:
-    """Resolve ``params`` as ``pgnn.recipe.presets.resolve`` will and check it gives the translated configs.
+    """Apply ``params``' preset as :func:`pgnn.recipe.presets.apply_preset` will; check it gives the
+    translated configs.
 
     params.yaml's ``null`` keeps the preset's value, so e.g. "no regulariser" or "no step limit" over a
     preset that has one cannot be written; that is a ``DataError`` naming the setting.
     """
     from pgnn.config.params import Params
-    from pgnn.recipe.presets import PRESETS, resolve
+    from pgnn.recipe.presets import PRESETS, apply_preset
 
     base = PRESETS[params["preset"]]
     nulls = [f"loss.{k}" for k in LOSS_KEYS if getattr(loss, k) is None and getattr(base.loss, k) is not None]
@@ -298,7 +299,7 @@ def _check_expressible(
             "the original pair, and a null in params.yaml keeps the preset's value",
         )
     try:
-        recipe = resolve(Params.model_validate(params))
+        recipe = apply_preset(Params.model_validate(params))
     except ValueError as e:
         raise DataError(source, f"the translated params.yaml sections do not resolve: {e}") from e
     wrong = []

@@ -313,7 +313,7 @@ _SECTION_OF: dict[type[BaseModel], str] = {
 }
 
 
-def resolve(params: Params, source: str | Path = "params.yaml") -> Recipe:
+def apply_preset(params: Params, source: str | Path = "params.yaml") -> Recipe:
     """The preset named by ``params.preset`` with the params sections' overrides applied.
 
     Raises:
@@ -321,7 +321,7 @@ def resolve(params: Params, source: str | Path = "params.yaml") -> Recipe:
             and ``<section>.<key>``, with the closest known key for an unknown one).
     """
     try:
-        return _resolve(params)
+        return _apply_preset(params)
     except ValidationError as e:
         model = next((m for m in _SECTION_OF if m.__name__ == e.title), None)
         raise params_error(source, e, _SECTION_OF.get(model, ""), model=model) from e
@@ -332,7 +332,7 @@ def resolve(params: Params, source: str | Path = "params.yaml") -> Recipe:
 _SEED = TypeAdapter(Seed)
 
 
-def _resolve(params: Params) -> Recipe:
+def _apply_preset(params: Params) -> Recipe:
     if params.preset not in PRESETS:
         raise ParamsError(
             "params.yaml",

@@ -1,5 +1,6 @@
-"""The effective params of a run: ``params.yaml`` with its preset resolved, written by the ``params`` stage to
-``params.resolved.yaml`` and read by every other stage.
+"""The resolved params: ``params.yaml`` with its preset applied and the derived sections filled in
+(:func:`resolve` -> :class:`Resolved`), written by the ``params`` stage to ``params.resolved.yaml`` and read
+by every other stage (through :class:`pgnn.config.params.ResolvedReader`).
 
 ``params.yaml`` says what a user chose (``train.max_steps: null`` keeps the preset's value); the resolved file
 says what the stages ran with (``train.max_steps: 600``). Stages declare in ``dvc.yaml`` exactly the keys of
@@ -8,7 +9,7 @@ the resolved file their outputs depend on (``tests/pipeline/test_stage_params.py
 - ``dvc params diff`` / ``dvc exp show`` show the real values, also for a changed ``preset``;
 - a stage reruns when, and only when, a value it reads changes (a preset switch that leaves the graph settings
   alone does not rebuild the graphs);
-- the ``params`` stage validates the whole of ``params.yaml`` (and resolves the preset) before any other stage
+- the ``params`` stage validates the whole of ``params.yaml`` (and applies the preset) before any other stage
   runs: a bad value stops ``dvc repro`` at once with one line naming ``params.yaml`` and the key.
 """
 
@@ -24,7 +25,7 @@ from pgnn.config.inference import PostprocessConfig
 from pgnn.config.params import RESOLVED_SOURCE, DataConfig, EvalConfig, Params, PlotsConfig, SyntheticConfig
 from pgnn.core.io import write_text_atomic
 from pgnn.graphs.targets import object_classes
-from pgnn.recipe.presets import Recipe, resolve
+from pgnn.recipe.presets import Recipe, apply_preset
 
 
 class ValidationConfig(BaseModel):
@@ -37,7 +38,8 @@ class ValidationConfig(BaseModel):
 
 
 class Resolved(Recipe):
-    """The whole of ``params.resolved.yaml``: the resolved recipe plus the sections no preset sets.
+    """The resolved params (the whole of ``params.resolved.yaml``): the recipe plus the sections no preset
+    sets.
 
     ``eval.classes`` is filled in (the classes the model detects, when params.yaml names none);
     ``validation`` is None unless ``train.eval_every`` is set (so post-processing settings do not rerun
@@ -75,10 +77,11 @@ ORDER = (
 """Key order of the written file (the order of the pipeline)."""
 
 
-def resolve_params(params: Params, source: str | Path = "params.yaml") -> Resolved:
-    """``params`` (read from ``source``) with the preset resolved (:func:`pgnn.recipe.presets.resolve`; its
-    ParamsError names ``source`` and the key) and the derived sections filled in."""
-    recipe = resolve(params, source)
+def resolve(params: Params, source: str | Path = "params.yaml") -> Resolved:
+    """The resolved params of ``params`` (read from ``source``): its preset applied
+    (:func:`pgnn.recipe.presets.apply_preset`; its ParamsError names ``source`` and the key) and the derived
+    sections filled in."""
+    recipe = apply_preset(params, source)
     classes = params.eval.classes or object_classes(recipe.targets.label_method)
     validation = None
     if recipe.train.eval_every is not None:

@@ -72,9 +72,9 @@ def test_export_recognises_the_files_it_writes(tmp_path: Path) -> None:
     from pgnn.config.params import Params
     from pgnn.nn.export import PT2_EXTRA_FILE, export_metadata
     from pgnn.pipeline.steps.train import model_card
-    from pgnn.recipe.presets import resolve
+    from pgnn.recipe.presets import apply_preset
 
-    meta = export_metadata(model_card(resolve(Params())), 3)
+    meta = export_metadata(model_card(apply_preset(Params())), 3)
     program = torch.export.export(torch.nn.Linear(2, 1), (torch.zeros(1, 2),))
     pt2 = tmp_path / "m.pt2"
     torch.export.save(program, pt2, extra_files={PT2_EXTRA_FILE: json.dumps(meta)})  # as export_pt2_bytes

@@ -26,7 +26,7 @@ from pgnn.config.params import Params, load_params
 from pgnn.config.training import OPTIMIZER_KWARGS
 from pgnn.core.errors import DataError, ParamsError
 from pgnn.recipe.presets import PRESETS
-from pgnn.recipe.resolved import Resolved, resolve_params
+from pgnn.recipe.resolved import Resolved, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 HUGE = 10**30
@@ -87,7 +87,7 @@ def _examples() -> dict[type[BaseModel], BaseModel]:
                 visit(item)
 
     for name in PRESETS:  # gt_sampling and validation on, so that their models appear
-        visit(resolve_params(Params(preset=name, gt_sampling={"enabled": True}, train={"eval_every": 10})))
+        visit(resolve(Params(preset=name, gt_sampling={"enabled": True}, train={"eval_every": 10})))
     for kwargs_model in OPTIMIZER_KWARGS.values():
         found.setdefault(kwargs_model, kwargs_model())
     return found
@@ -166,7 +166,7 @@ def test_no_bool_field_takes_a_number_or_a_word() -> None:
 def test_the_defaults_and_every_preset_still_validate() -> None:
     for model, example in EXAMPLES.items():
         assert model.model_validate(example.model_dump()) == example
-    assert resolve_params(load_params(REPO / "params.yaml")).train.max_steps == 3000
+    assert resolve(load_params(REPO / "params.yaml")).train.max_steps == 3000
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -195,7 +195,7 @@ def _yaml_cases() -> list[tuple[str, str, Any]]:
 def _load(tmp_path: Path, raw: dict[str, Any]) -> Resolved:
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return resolve_params(load_params(path))
+    return resolve(load_params(path))
 
 
 @pytest.mark.parametrize(("section", "name", "value"), _yaml_cases(), ids=str)
@@ -312,7 +312,7 @@ def test_the_params_stage_reports_a_bad_value_in_one_line(tmp_path: Path, case: 
 def test_an_exponent_learning_rate_is_a_number(tmp_path: Path) -> None:
     path = tmp_path / "params.yaml"
     path.write_text("train:\n  initial_lr: 1e-3\n")
-    assert resolve_params(load_params(path)).train.initial_lr == 0.001
+    assert resolve(load_params(path)).train.initial_lr == 0.001
 
 
 @pytest.mark.parametrize("section", ["augment", "gt_sampling"])
@@ -360,6 +360,6 @@ def test_an_unknown_key_is_named_with_the_closest_known_one(
     path = tmp_path / "p.yaml"
     path.write_text(text)
     with pytest.raises(ParamsError) as info:
-        resolve_params(load_params(path), path)  # the file's own keys, then the preset's sections
+        resolve(load_params(path), path)  # the file's own keys, then the preset's sections
     assert info.value.key == key
     assert str(info.value) == f"{path}: {key}: unknown key (not a setting of this section){hint}"

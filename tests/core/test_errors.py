@@ -22,7 +22,7 @@ from pgnn.core.io import atomic_path, write_text_atomic
 from pgnn.core.shards import run_plan
 from pgnn.data.prepare import prepare_plan
 from pgnn.graphs.npzstore import save_npz
-from pgnn.recipe.presets import resolve
+from pgnn.recipe.presets import apply_preset
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -192,9 +192,9 @@ def test_params_errors_name_the_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(ParamsError, match=r"params.yaml: data.wrokers: unknown key"):
         load_params(params)
     with pytest.raises(ParamsError, match=r"params.yaml: train.initial_lr: Input should be greater than 0"):
-        resolve(Params(train={"initial_lr": -1.0}))
+        apply_preset(Params(train={"initial_lr": -1.0}))
     with pytest.raises(ParamsError, match=r"params.yaml: preset: unknown preset 'nope'"):
-        resolve(Params(preset="nope"))
+        apply_preset(Params(preset="nope"))
 
 
 def test_stage_script_reports_a_params_error_in_one_line(tmp_path: Path) -> None:

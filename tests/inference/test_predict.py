@@ -39,7 +39,7 @@ from pgnn.data.labels import labels_to_boxes, read_labels
 from pgnn.graphs.build import build_graph
 from pgnn.inference.postprocess import Detections
 from pgnn.inference.predict import predict_graph
-from pgnn.inference.run import (
+from pgnn.inference.results import (
     TIMING_KEYS,
     GraphFrame,
     PredictSummary,

@@ -27,7 +27,7 @@ from pgnn.config.training import RESUMABLE_CHANGES
 from pgnn.pipeline.runner import run_in_order
 from pgnn.pipeline.stages import SPLITS, STAGES, UNTRACKED_PARAMS, Layout
 from pgnn.pipeline.steps.graphs import graphs_plan
-from pgnn.pipeline.steps.prepare import prepare_plan
+from pgnn.pipeline.steps.prepare import split_plan
 from pgnn.pipeline.steps.train import train_meta
 from pgnn.recipe.resolved import Resolved
 from pgnn.training.source import train_run_key
@@ -152,7 +152,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Layout, dict[str,
 def content_keys(resolved: Resolved, layout: Layout, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The key of each shortcut under ``resolved``: the prepare and graphs shard keys of both splits, and the
     training run key computed from those (what its data would be after prepare and graphs reran)."""
-    prepare = {s: prepare_plan(resolved.data, s, layout.path("prepared", s), layout.root) for s in SPLITS}
+    prepare = {s: split_plan(resolved.data, s, layout.path("prepared", s), layout.root) for s in SPLITS}
     fpsh = resolved.data.frames_per_shard
     graphs = {
         s: graphs_plan(resolved, s, layout.path("prepared", s), layout.path("graphs", s), fpsh)
@@ -226,6 +226,6 @@ def test_input_keys_follow_the_input_bytes(project: tuple[Layout, dict[str, Any]
     label = sorted((root / "training" / "label_2").iterdir())[0]
     label.write_text(label.read_text() + "DontCare -1 -1 -10 0 0 10 10 -1 -1 -1 -1000 -1000 -1000 -10\n")
     data = resolved.data.model_copy(update={"root": str(root)})
-    before = [t.key for t in prepare_plan(resolved.data, "train", tmp_path / "a", layout.root).tasks]
-    after = [t.key for t in prepare_plan(data, "train", tmp_path / "b", layout.root).tasks]
+    before = [t.key for t in split_plan(resolved.data, "train", tmp_path / "a", layout.root).tasks]
+    after = [t.key for t in split_plan(data, "train", tmp_path / "b", layout.root).tasks]
     assert before != after

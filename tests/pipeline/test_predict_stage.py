@@ -1,6 +1,6 @@
 """The pipeline's ``predict`` stage is all or nothing, like ``pgnn predict`` (one shared code path,
-``pgnn.inference.run.predict_all_or_nothing``): a frame failing half-way leaves the previous output folder (or
-none), never a partial one, and the error names the failing file and frame."""
+``pgnn.inference.results.predict_all_or_nothing``): a frame failing half-way leaves the previous output folder
+(or none), never a partial one, and the error names the failing file and frame."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pgnn.pipeline.steps.graphs import graphs_step
 from pgnn.pipeline.steps.predict import predict_step
 from pgnn.pipeline.steps.prepare import prepare_step
 from pgnn.pipeline.steps.train import model_card
-from pgnn.recipe.presets import resolve
+from pgnn.recipe.presets import apply_preset
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, Lay
         data={"root": "synth", "frames_per_shard": 1, "workers": 1, "painted": True},
         postprocess={"score_threshold": 0.0},
     )
-    recipe = resolve(params)
+    recipe = apply_preset(params)
     layout = Layout(root)
     prepare_step(params.data, "val", layout.path("prepared", "val"), root_dir=root)
     graphs_step(recipe, "val", layout.path("prepared", "val"), layout.path("graphs", "val"), 1, 1)

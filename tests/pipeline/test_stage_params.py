@@ -1,6 +1,6 @@
 """Each stage declares exactly the params its outputs depend on (issue 13.2).
 
-Every stage but ``params`` reads ``params.resolved.yaml`` through :class:`pgnn.config.params.ResolvedParams`,
+Every stage but ``params`` reads ``params.resolved.yaml`` through :class:`pgnn.config.params.ResolvedReader`,
 whose ``on_load`` hook sees every typed config it hands out. Here each stage's ``run`` runs once on a tiny
 synthetic project (train three times: plain, validating during training, and augmenting with ground-truth
 sampling, the paths that read different settings) while every read of a config field is recorded: a field
@@ -26,11 +26,11 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from pgnn.config.params import Params, ParamsSource, ResolvedParams, load_params
+from pgnn.config.params import Params, ParamsSource, ResolvedReader, load_params
 from pgnn.core.errors import ParamsError
 from pgnn.pipeline.dvcyaml import stage_dict
 from pgnn.pipeline.stages import STAGES, UNTRACKED_PARAMS, Layout, Stage
-from pgnn.recipe.resolved import Resolved, resolve_params, resolved_text
+from pgnn.recipe.resolved import Resolved, resolve, resolved_text
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {
@@ -147,10 +147,10 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _resolved(raw_params: dict[str, Any], on_load: Any = None) -> ResolvedParams:
+def _resolved(raw_params: dict[str, Any], on_load: Any = None) -> ResolvedReader:
     """What a stage gets: the params resolved, written as text and read back (as ``run_stage`` does)."""
-    text = resolved_text(resolve_params(Params.model_validate(raw_params)), "test")
-    return ResolvedParams(yaml.safe_load(text), "params.resolved.yaml", on_load)
+    text = resolved_text(resolve(Params.model_validate(raw_params)), "test")
+    return ResolvedReader(yaml.safe_load(text), "params.resolved.yaml", on_load)
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +311,7 @@ def test_every_resolved_key_is_declared_or_informational() -> None:
     """No key of params.resolved.yaml falls through: each is declared by a stage, untracked on purpose, or
     informational (names no stage reads: the preset and graph names)."""
     informational = {"preset", "graph_name"}
-    raw = yaml.safe_load(resolved_text(resolve_params(load_params(REPO / "params.yaml")), ""))
+    raw = yaml.safe_load(resolved_text(resolve(load_params(REPO / "params.yaml")), ""))
     for key in _leaves(raw):
         top = key.split(".")[0]
         covered = any(_declares(s, key) for s in STAGES) or key in UNTRACKED_PARAMS or top in informational
@@ -345,9 +345,9 @@ def test_a_stage_refuses_a_stale_resolved_file(tmp_path: Path) -> None:
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     run(ParamsSource(tmp_path / "params.yaml"), Layout(tmp_path), None)
-    ResolvedParams.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")  # current: fine
+    ResolvedReader.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")  # current: fine
     (tmp_path / "params.yaml").write_text("# a comment changes nothing\n" + yaml.safe_dump(raw))
-    ResolvedParams.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")
+    ResolvedReader.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_set(raw, "train.max_steps", 7)))
     with pytest.raises(DataError, match="dvc repro params"):
-        ResolvedParams.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")
+        ResolvedReader.load(tmp_path / "params.resolved.yaml", tmp_path / "params.yaml")

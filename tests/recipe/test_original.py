@@ -28,7 +28,7 @@ from pgnn.recipe.original import (
     read_original_train_config,
     train_config,
 )
-from pgnn.recipe.presets import PRESETS, resolve
+from pgnn.recipe.presets import PRESETS, apply_preset
 
 ORIGINAL = Path(__file__).parent / "original_configs"
 
@@ -48,7 +48,7 @@ def pair(name: str) -> tuple[Path, Path]:
 def test_preset_equals_the_original_recipe(preset: str) -> None:
     params = params_overrides(*pair(preset))
     assert params["preset"] == preset  # chosen by label method and input features
-    assert resolve(Params.model_validate(params)) == PRESETS[preset]
+    assert apply_preset(Params.model_validate(params)) == PRESETS[preset]
 
 
 def test_painted_recipe_is_the_forks_run() -> None:
@@ -101,13 +101,13 @@ def test_import_config_command_prints_and_writes_yaml(
     assert printed["postprocess"]["overlap_threshold"] == 0.01
     out = tmp_path / "params.yaml"
     assert cli_main(["import-config", str(config), str(train), "--out", str(out)]) == 0
-    assert resolve(load_params(out)) == PRESETS["painted_car_T3"]
+    assert apply_preset(load_params(out)) == PRESETS["painted_car_T3"]
 
 
 def test_import_onto_another_preset_carries_every_setting() -> None:
     config, train = pair("car_T3")
     params = params_overrides(config, train, preset="small")
-    recipe = resolve(Params.model_validate(params))
+    recipe = apply_preset(Params.model_validate(params))
     assert recipe.model == PRESETS["car_T3"].model
     assert recipe.train.optimizer == "sgd" and recipe.train.batch_size == 4
     assert recipe.loss == PRESETS["car_T3"].loss

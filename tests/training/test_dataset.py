@@ -32,7 +32,7 @@ from pgnn.data.labels import labels_to_boxes
 from pgnn.data.prepare import PreparedFrames, prepare_plan, read_prepared_dir
 from pgnn.graphs.records import graph_record
 from pgnn.pipeline.steps.gt_db import gt_db_step
-from pgnn.recipe.presets import PRESETS, resolve
+from pgnn.recipe.presets import PRESETS, apply_preset
 from pgnn.training.batches import RecordDataset
 from pgnn.training.dataset import (
     AugmentedRecords,
@@ -307,35 +307,35 @@ def test_training_plan_passes_the_epoch_and_resumes_at_the_same_items() -> None:
 
 
 def test_params_sections_resolve_to_augment_and_gt_sampling() -> None:
-    assert resolve(Params(preset="car_T3")).augment == ORIGINAL_CAR_AUGMENT
-    assert resolve(Params(preset="ped_cyc_T3")).augment == ORIGINAL_CAR_AUGMENT
-    assert resolve(Params(preset="painted_car_T3")).gt_sampling is None
-    assert resolve(Params(preset="car_T3", augment={"enabled": False})).augment.steps == ()
+    assert apply_preset(Params(preset="car_T3")).augment == ORIGINAL_CAR_AUGMENT
+    assert apply_preset(Params(preset="ped_cyc_T3")).augment == ORIGINAL_CAR_AUGMENT
+    assert apply_preset(Params(preset="painted_car_T3")).gt_sampling is None
+    assert apply_preset(Params(preset="car_T3", augment={"enabled": False})).augment.steps == ()
     one = [{"method": "random_flip_all", "flip_prob": 0.25}]
-    replaced = resolve(Params(preset="car_T3", augment={"steps": one})).augment
+    replaced = apply_preset(Params(preset="car_T3", augment={"steps": one})).augment
     assert [s.model_dump() for s in replaced.steps] == one
     unset = {"enabled": None, "steps": None}
-    assert resolve(Params(preset="car_T3", augment=unset)).augment == ORIGINAL_CAR_AUGMENT
-    on = resolve(Params(preset="car_T3", gt_sampling={"enabled": True, "sample_counts": {"Car": 5}}))
+    assert apply_preset(Params(preset="car_T3", augment=unset)).augment == ORIGINAL_CAR_AUGMENT
+    on = apply_preset(Params(preset="car_T3", gt_sampling={"enabled": True, "sample_counts": {"Car": 5}}))
     assert on.gt_sampling == GtSampleConfig(sample_counts={"Car": 5})
     off = {"enabled": False, "max_tries": 3}
-    assert resolve(Params(preset="car_T3", gt_sampling=off)).gt_sampling is None
+    assert apply_preset(Params(preset="car_T3", gt_sampling=off)).gt_sampling is None
     with pytest.raises(ValueError):
-        resolve(Params(preset="car_T3", gt_sampling={"enabled": False, "max_tris": 3}))
+        apply_preset(Params(preset="car_T3", gt_sampling={"enabled": False, "max_tris": 3}))
     with pytest.raises(ValueError, match="unknown keys"):
-        resolve(Params(preset="car_T3", augment={"step": one}))
+        apply_preset(Params(preset="car_T3", augment={"step": one}))
     with pytest.raises(ValueError, match="unknown augmentation method"):
-        resolve(Params(preset="car_T3", augment={"steps": [{"method": "random_spin"}]}))
+        apply_preset(Params(preset="car_T3", augment={"steps": [{"method": "random_spin"}]}))
 
 
 def test_train_records_and_run_key_follow_the_augmentation(prepared: Path, tmp_path: Path) -> None:
     from pgnn.pipeline.steps.graphs import graphs_step
 
     graphs = tmp_path / "graphs"
-    plain = resolve(Params(preset="car_T3", augment={"enabled": False}, train={"resample_graph": False}))
+    plain = apply_preset(Params(preset="car_T3", augment={"enabled": False}, train={"resample_graph": False}))
     graphs_step(plain, "train", prepared, graphs, frames_per_shard=2, workers=1)
-    augmented = resolve(Params(preset="car_T3"))
-    resampled = resolve(Params(preset="car_T3", augment={"enabled": False}))
+    augmented = apply_preset(Params(preset="car_T3"))
+    resampled = apply_preset(Params(preset="car_T3", augment={"enabled": False}))
     assert not train_augments(plain) and train_augments(augmented) and train_augments(resampled)
     from pgnn.graphs.cache import GraphCache
 
@@ -346,19 +346,19 @@ def test_train_records_and_run_key_follow_the_augmentation(prepared: Path, tmp_p
     assert records.rebuilds and train_records(resampled, graphs, prepared).rebuilds
     # KITTI 000000 holds only a Pedestrian: the Car recipe's class filter leaves it out
     assert records.indices == [1, 2] and cached.indices == [1, 2]
-    everything = resolve(Params(preset="car_T3", train={"class_filter": False}))
+    everything = apply_preset(Params(preset="car_T3", train={"class_filter": False}))
     assert train_records(everything, graphs, prepared).indices == [0, 1, 2]
     with pytest.raises(ValueError, match="prepared_dir"):
         train_records(augmented, graphs)
     meta = {"input_frame": "rect"}
-    two_steps = resolve(Params(preset="car_T3", augment={"steps": ORIGINAL_CAR_AUGMENT.steps[:2]}))
-    pasting = resolve(Params(preset="car_T3", gt_sampling={"enabled": True}))
+    two_steps = apply_preset(Params(preset="car_T3", augment={"steps": ORIGINAL_CAR_AUGMENT.steps[:2]}))
+    pasting = apply_preset(Params(preset="car_T3", gt_sampling={"enabled": True}))
     keys = {
         train_run_key(r, graphs, meta, prepared) for r in (plain, augmented, two_steps, pasting, resampled)
     }
     assert len(keys) == 5
     assert train_run_key(augmented, graphs, meta, prepared) == train_run_key(
-        resolve(Params(preset="car_T3")), graphs, meta, prepared
+        apply_preset(Params(preset="car_T3")), graphs, meta, prepared
     )
 
 

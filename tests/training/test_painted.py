@@ -1,6 +1,6 @@
 """Painted points end to end on the real painted KITTI frames (``kitti_sample/training/painted_lidar``,
 000000-000005): load with ``painted=True``, prepare, cache graphs with ``is`` features (reflectance + 4
-PointPainting scores), train a tiny model through ``pgnn.pipeline.steps.train.train_step`` on samples
+PointPainting scores), train a tiny model through ``pgnn.pipeline.steps.train.train_and_export`` on samples
 augmented on
 the fly
 (the painted_car_T3 recipe's original augmentation), resume it exactly, and predict with it.
@@ -24,7 +24,7 @@ from pgnn.data.frames import Frame
 from pgnn.data.kitti import PAINTED_CLASSES
 from pgnn.data.labels import read_labels
 from pgnn.data.prepare import SCORE_COLUMNS, prepare_plan, read_prepared_dir
-from pgnn.recipe.presets import resolve
+from pgnn.recipe.presets import apply_preset
 from pgnn.training.dataset import AugmentedRecords
 
 PAINTED = ("000000", "000001", "000002", "000003", "000004", "000005")
@@ -49,7 +49,7 @@ TRAIN = {
 
 
 def recipe(**train: object) -> object:
-    return resolve(Params(preset="painted_car_T3", model=TINY_MODEL, train={**TRAIN, **train}))
+    return apply_preset(Params(preset="painted_car_T3", model=TINY_MODEL, train={**TRAIN, **train}))
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_augmented_painted_samples_carry_scores(pipeline: dict[str, Path]) -> No
 
 
 def _train(r: object, pipeline: dict[str, Path], name: str) -> Path:
-    """The train stage's work on these samples (pgnn.pipeline.steps.train.train_step, with the test's
+    """The train stage's work on these samples (pgnn.pipeline.steps.train.train_and_export, with the test's
     folders): records, the loop, the exported model and the metric."""
     from pgnn.nn.checkpoint import export_model
     from pgnn.pipeline.steps.train import train_meta
@@ -131,7 +131,7 @@ def test_painted_training_resumes_exactly_and_predicts(
 ) -> None:
     from pgnn.inference.backends import load_detector
     from pgnn.inference.predict import predict_frame
-    from pgnn.inference.run import write_detections
+    from pgnn.inference.results import write_detections
 
     straight = _train(recipe(), pipeline, "straight")
     _train(recipe(max_steps=2), pipeline, "resumed")  # killed after step 2 ...

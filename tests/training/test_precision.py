@@ -26,7 +26,7 @@ from pgnn.core.errors import ParamsError
 from pgnn.nn.losses import regularized_parameters
 from pgnn.nn.model import PointGNN
 from pgnn.nn.segment import segment_max
-from pgnn.recipe.presets import resolve
+from pgnn.recipe.presets import apply_preset
 from pgnn.training.batches import collate_records
 from pgnn.training.distributed import Dist
 from pgnn.training.live import IntervalStats
@@ -94,7 +94,7 @@ def test_fp16_on_cpu_is_refused(tmp_path: Path) -> None:
 
 
 def test_precision_compile_and_threads_are_in_the_run_key(tmp_path: Path) -> None:
-    recipe = resolve(Params())
+    recipe = apply_preset(Params())
     changes = ({}, {"precision": "bf16"}, {"precision": "tf32"}, {"compile": True}, {"threads": 3})
     keys = {
         train_run_key(recipe.model_copy(update={"train": recipe.train.model_copy(update=u)}), tmp_path, {})

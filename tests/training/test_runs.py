@@ -23,7 +23,7 @@ from pgnn.pipeline.runner import run_in_order, upstream
 from pgnn.pipeline.stages import STAGE_BY_NAME, Layout
 from pgnn.pipeline.standalone import train_project
 from pgnn.pipeline.steps.train import train_meta
-from pgnn.recipe.presets import resolve
+from pgnn.recipe.presets import apply_preset
 from pgnn.training.loop import train
 from pgnn.training.source import train_run_key
 
@@ -55,7 +55,7 @@ def test_class_filter_gives_exactly_the_original_class_splits(shared_data: Path)
 
 
 def test_run_key_holds_only_what_changes_the_weights(tmp_path: Path) -> None:
-    base = resolve(Params())
+    base = apply_preset(Params())
     meta = train_meta(base)
     key = train_run_key(base, tmp_path, meta)
     same = [
@@ -65,7 +65,7 @@ def test_run_key_holds_only_what_changes_the_weights(tmp_path: Path) -> None:
         Params(train={"num_workers": 1, "device": "cpu"}),
     ]
     for p in same:
-        r = resolve(p)
+        r = apply_preset(p)
         assert train_run_key(r, tmp_path, train_meta(r)) == key, p
     for p in (
         Params(train={"seed": 1}),
@@ -73,7 +73,7 @@ def test_run_key_holds_only_what_changes_the_weights(tmp_path: Path) -> None:
         Params(train={"log_every": 3}),  # the logged curves are results too
         Params(loss={"huber_delta": 2.0}),
     ):
-        r = resolve(p)
+        r = apply_preset(p)
         assert train_run_key(r, tmp_path, train_meta(r)) != key, p
     # DVC reruns train for postprocess (the model card it exports), which resumes at the same key and step
     assert "eval" not in STAGE_BY_NAME["train"].params and "postprocess" in STAGE_BY_NAME["train"].params
@@ -148,7 +148,7 @@ def test_three_class_model_end_to_end_with_validation_ap_while_training(tmp_path
     )
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json", exclude_unset=True)))
     layout = Layout(tmp_path)
-    recipe = resolve(params)
+    recipe = apply_preset(params)
     assert recipe.model.num_classes == 8 and recipe.postprocess.class_names[3] == "Pedestrian"
     run_in_order(layout, upstream(["evaluate"], params.data.root))
     live = layout.path("live")

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from pgnn.config.params import EvalConfig, ResolvedParams
+from pgnn.config.params import EvalConfig, ResolvedReader
 from pgnn.core.io import write_json_atomic, write_text_atomic
 from pgnn.data.labels import read_labels
 from pgnn.data.prepare import read_prepared_dir
@@ -49,7 +49,7 @@ def evaluate_step(
     return results
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     evaluate_step(
         params.section("eval", EvalConfig),
         layout.path("prepared", "val"),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pgnn.config.graphs import GraphConfig, TargetsConfig
-from pgnn.config.params import ResolvedParams
+from pgnn.config.params import ResolvedReader
 from pgnn.core.errors import DataError
 from pgnn.core.io import sha256_files
 from pgnn.core.shards import (
@@ -99,7 +99,7 @@ def graphs_step(
     return run_plan(graphs_plan(recipe, which, prepared_dir, out_dir, frames_per_shard), workers=workers)
 
 
-def plan(params: ResolvedParams, layout: Layout, item: str | None) -> ShardPlan:
+def plan(params: ResolvedReader, layout: Layout, item: str | None) -> ShardPlan:
     """The stage's shard plan (what :func:`run` builds; the Prefect flow fans its shards out)."""
     assert item is not None
     resolved = params.whole(Resolved)
@@ -107,5 +107,5 @@ def plan(params: ResolvedParams, layout: Layout, item: str | None) -> ShardPlan:
     return graphs_plan(resolved, item, prepared, out, resolved.data.frames_per_shard)
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     run_plan(plan(params, layout, item), workers=params.whole(Resolved).data.workers)

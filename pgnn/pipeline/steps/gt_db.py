@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from pgnn.config.params import ResolvedParams
+from pgnn.config.params import ResolvedReader
 from pgnn.data.gt_db import build_gt_db, write_gt_db
 from pgnn.data.prepare import PreparedFrames
 from pgnn.pipeline.stages import Layout
@@ -29,5 +29,5 @@ def gt_db_step(
     return counts
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     gt_db_step(layout.path("prepared", "train"), layout.path("gt_db"))

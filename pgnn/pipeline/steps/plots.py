@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pgnn.config.params import PlotsConfig, ResolvedParams
+from pgnn.config.params import PlotsConfig, ResolvedReader
 from pgnn.data.frames import Frame
 from pgnn.data.labels import Label, read_labels
 from pgnn.data.prepare import PreparedFrames
@@ -94,7 +94,7 @@ def _write_view(frame: Frame, detections: list[Label], path: Path) -> Path:
     return write_frame_html(fig, path, div_id=f"pgnn-view-{frame.frame_id}")
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     plots_step(
         params.section("plots", PlotsConfig),
         layout.path("live_plots"),

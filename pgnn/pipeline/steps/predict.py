@@ -5,9 +5,9 @@ The model comes from :func:`pgnn.inference.backends.load_detector`, as in ``pgnn
 post-processed as its card says (the train stage wrote the resolved ``postprocess`` into it), so ``pgnn
 predict`` with the same model on the same frames writes the same files.
 
-All or nothing, as ``pgnn predict`` (the same :func:`pgnn.inference.run.predict_all_or_nothing`): the result
-files are written to a temporary folder that replaces the output folder only when every frame succeeded; a
-failing frame leaves the previous folder (or none) and an error naming the file and the frame.
+All or nothing, as ``pgnn predict`` (the same :func:`pgnn.inference.results.predict_all_or_nothing`): the
+result files are written to a temporary folder that replaces the output folder only when every frame
+succeeded; a failing frame leaves the previous folder (or none) and an error naming the file and the frame.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import torch
 
-from pgnn.config.params import ResolvedParams
+from pgnn.config.params import ResolvedReader
 from pgnn.core.io import write_json_atomic
 from pgnn.data.prepare import read_prepared_dir
 from pgnn.graphs.cache import GraphCache
 from pgnn.inference.backends import load_detector
-from pgnn.inference.run import GraphFrame, predict_all_or_nothing, predict_records
+from pgnn.inference.results import GraphFrame, predict_all_or_nothing, predict_records
 from pgnn.inference.settings import resolve_device
 from pgnn.pipeline.stages import Layout
 
@@ -54,7 +54,7 @@ def predict_step(
     return timings
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     predict_step(
         layout.path("model"),
         layout.path("graphs", "val"),

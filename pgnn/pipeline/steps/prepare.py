@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pgnn.config.params import DataConfig, ResolvedParams
+from pgnn.config.params import DataConfig, ResolvedReader
 from pgnn.core.shards import ShardPlan, run_plan
 from pgnn.data.kitti import frame_ids
-from pgnn.data.prepare import prepare_plan as plan_frames
+from pgnn.data.prepare import prepare_plan
 from pgnn.pipeline.stages import Layout, stage
 
 
-def prepare_plan(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> ShardPlan:
+def split_plan(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> ShardPlan:
     """The shard plan of the prepare step of one split (see :class:`pgnn.core.shards.ShardPlan`)."""
     root = root_dir / data.root
     ids = frame_ids(root, data.split_name(which), painted=data.painted)
-    return plan_frames(
+    return prepare_plan(
         root,
         ids,
         out_dir,
@@ -28,14 +28,14 @@ def prepare_plan(data: DataConfig, which: str, out_dir: Path, root_dir: Path = P
 
 def prepare_step(data: DataConfig, which: str, out_dir: Path, root_dir: Path = Path(".")) -> dict[str, Any]:
     """FOV crop + features + labels of one split into parquet shards (missing or stale shards only)."""
-    return run_plan(prepare_plan(data, which, out_dir, root_dir), workers=data.workers)
+    return run_plan(split_plan(data, which, out_dir, root_dir), workers=data.workers)
 
 
-def plan(params: ResolvedParams, layout: Layout, item: str | None) -> ShardPlan:
+def plan(params: ResolvedReader, layout: Layout, item: str | None) -> ShardPlan:
     """The stage's shard plan (what :func:`run` builds; the Prefect flow fans its shards out)."""
     assert item is not None
-    return prepare_plan(params.section("data", DataConfig), item, layout.path("prepared", item), layout.root)
+    return split_plan(params.section("data", DataConfig), item, layout.path("prepared", item), layout.root)
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     run_plan(plan(params, layout, item), workers=params.section("data", DataConfig).workers)

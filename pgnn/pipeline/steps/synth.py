@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgnn.config.params import DataConfig, ResolvedParams, SyntheticConfig
+from pgnn.config.params import DataConfig, ResolvedReader, SyntheticConfig
 from pgnn.data.synthetic.dataset import generate_dataset
 from pgnn.pipeline.stages import Layout
 
@@ -16,6 +16,6 @@ def synth_step(cfg: SyntheticConfig, out_dir: Path, workers: int = 1) -> None:
     generate_dataset(out_dir, cfg.frames, cfg.seed, cfg.val_fraction, workers=workers)
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
     workers = params.section("data", DataConfig).workers  # like prepare and graphs: not in the output
     synth_step(params.section("synthetic", SyntheticConfig), layout.path("synthetic"), workers)

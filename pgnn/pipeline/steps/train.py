@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from pgnn.config.params import ResolvedParams
+from pgnn.config.params import ResolvedReader
 from pgnn.core.cpu import pinned_state
 from pgnn.core.io import write_json_atomic
 from pgnn.eval.validation import make_validator
@@ -51,7 +51,7 @@ def training_facts(card: ModelCard) -> dict[str, Any]:
     return {key: entries[key] for key in TRAINING_FACTS}
 
 
-def train_step(resolved: Resolved, layout: Layout) -> Path:
+def train_and_export(resolved: Resolved, layout: Layout) -> Path:
     """Train the recipe of ``resolved`` on the project of ``layout``; export the model; return its path.
 
     The samples are the cached training graphs or, when the recipe rebuilds samples (``augment.steps``,
@@ -118,5 +118,5 @@ def train_results(summary: dict[str, Any]) -> dict[str, Any]:
     return {"loss": summary["loss"]} if "loss" in summary else {}
 
 
-def run(params: ResolvedParams, layout: Layout, item: str | None) -> None:
-    train_step(params.whole(Resolved), layout)
+def run(params: ResolvedReader, layout: Layout, item: str | None) -> None:
+    train_and_export(params.whole(Resolved), layout)

@@ -3,7 +3,7 @@
 One frame goes through five stages, each timed on its own (wall clock; CUDA is synchronised first):
 
 ======  ===============================================================================================
-read    the frame's files: scan, calib, image, labels, and the field-of-view crop (``run_frames``), or
+read    the frame's files: scan, calib, image, labels, and the field-of-view crop (``predict_frames``), or
         the next cached graph record (``predict_records``)
 graph   the points in the model's input frame, the runtime graph (``pgnn.graphs.build``), the input features
 gnn     tensors to the device, the forward pass, softmax, results back to numpy
@@ -14,7 +14,7 @@ nms     candidates, NMS with box merging and scoring, the truncation filter and 
 
 ``total`` is the whole frame, read included (and writing the result file; not the optional pictures).
 
-All or nothing: :func:`predict_all_or_nothing` runs ``run_frames`` or ``predict_records`` into a temporary
+All or nothing: :func:`predict_all_or_nothing` runs ``predict_frames`` or ``predict_records`` into a temporary
 folder that replaces the output folder only when every frame succeeded (``pgnn predict`` and the pipeline's
 ``predict`` stage both go through it).
 """
@@ -212,7 +212,7 @@ def _finish_frame(
     summary.add(frame_id, len(detections), times)
 
 
-def run_frames(
+def predict_frames(
     model: PointGNN,
     card: ModelCard,
     sources: Iterable[FrameSource],
@@ -306,7 +306,7 @@ def predict_all_or_nothing(
     force: bool = False,
     inputs: Iterable[str | Path] = (),
 ) -> PredictSummary:
-    """``predict(items, tmp)`` (``run_frames`` or ``predict_records`` bound to their settings) into a
+    """``predict(items, tmp)`` (``predict_frames`` or ``predict_records`` bound to their settings) into a
     temporary folder beside ``out_dir`` that replaces ``out_dir`` whole only when every frame succeeded.
 
     ``items`` yields ``load(i)`` for frame ``frame_ids[i]``, one at a time, so whatever fails (reading frame
