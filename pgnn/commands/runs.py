@@ -1,11 +1,12 @@
 """``pgnn runs``: the project's DVC experiments (and the workspace) side by side, in 120 columns.
 
-One row per run: its name and short rev, the headline AP, the best and last validation AP logged during
-training, the final step, and only the params that differ between the rows shown (``pgnn.pipeline.runs``).
-Finished runs whose params are equal except ``train.seed`` are one row, a seed group, each figure its mean ±
-sd over the group's runs; the closing lines say which AP differences lie within noise
-(``pgnn.pipeline.spread``). ``--plot OUT.png`` overlays the rows' loss and validation AP curves in one chart
-(``pgnn.viz.compare``): a group's mean curves, its val AP with a band of ± sd.
+One row per experiment: its name and short rev, the headline AP, the best and last validation AP logged
+during training, the final step, and only the params that differ between the rows shown
+(``pgnn.pipeline.runs``). Finished experiments whose params are equal except ``train.seed`` are one row, a
+seed group, each figure its mean ± sd over the group's experiments; the closing lines say which AP
+differences lie within noise (``pgnn.pipeline.spread``). ``--plot OUT.png`` overlays the rows' loss and
+validation AP curves in one chart (``pgnn.viz.compare``): a group's mean curves, its val AP with a band of ±
+sd.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pgnn.core.outputs import FORCE_HELP, OutputPath
 from pgnn.pipeline.spread import RULE, SD
 
 GROUPS_HELP = (
-    "one row per run: no seed groups (by default, finished runs whose params are equal except train.seed are "
-    f"one row, each AP as mean ± sd over its runs ({SD}); AP differences between a group and another row "
-    f"within noise, {RULE}, are named below the table)"
+    "one row per experiment: no seed groups (by default, finished experiments whose params are equal except "
+    f"train.seed are one row, each AP as mean ± sd over them ({SD}); AP differences between a group and "
+    f"another row within noise, {RULE}, are named below the table)"
 )
 
 
@@ -61,20 +62,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plot is not None:
         check_output_file(args.plot, force=args.force)  # before any work
-    runs = select(collect(args.root), args.names)
+    experiments = select(collect(args.root), args.names)
     if args.csv:
-        print(to_csv(runs, args.all), end="")
+        print(to_csv(experiments, args.all), end="")
     elif args.json:
-        print(to_json(runs, args.all))
+        print(to_json(experiments, args.all))
     else:
-        print(table(runs, args.width or (None if args.all else 120), args.all, not args.no_groups))
+        print(table(experiments, args.width or (None if args.all else 120), args.all, not args.no_groups))
     if args.plot is not None:
         from pgnn.pipeline.runs import curves, group_rows
         from pgnn.viz.compare import compare_chart
 
         check_output_file(args.plot, force=args.force)  # again: after every read
 
-        drawn = {r.name: curves(r) for r in (runs if args.no_groups else group_rows(runs))}
+        drawn = {r.name: curves(r) for r in (experiments if args.no_groups else group_rows(experiments))}
         loss = {name: (c[0].steps, c[0].values) for name, c in drawn.items()}
         val = {name: (c[1].steps, c[1].values) for name, c in drawn.items()}
         bands = {name: c[2] for name, c in drawn.items() if c[2]}

@@ -1,10 +1,10 @@
-"""DVC's experiments as records: ``dvc exp show --json`` of a project read into :class:`Run` s.
+"""DVC's experiments as records: ``dvc exp show --json`` of a project read into :class:`Experiment` s.
 
-Per run (an experiment, the baseline commit or the workspace): its params as set in ``params.yaml``, its
+Per experiment (or the baseline commit, or the workspace): its params as set in ``params.yaml``, its
 metrics, the headline AP (the first two values of the ``ap`` metric file: Car 3D and BEV moderate R40), and
-its loss and validation-AP curves (the dvclive files under the ``live_plots`` folder: read from the run's git
-commit, as dvclive's files are tracked by git here, or from disk for the workspace). :mod:`pgnn.pipeline.runs`
-puts them side by side.
+its loss and validation-AP curves (the dvclive files under the ``live_plots`` folder: read from the
+experiment's git commit, as dvclive's files are tracked by git here, or from disk for the workspace).
+:mod:`pgnn.pipeline.runs` puts them side by side.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ PARAMS_FILE = "params.yaml"  # the file `dvc exp run -S` edits: its keys are the
 LOSS_SERIES = "loss/total"  # pgnn.training.live's total loss, under PATHS["live_plots"]
 VAL_FOLDER = "val"  # pgnn.eval.validation's val/<class>/<metric>/<difficulty>, under PATHS["live_plots"]
 HEADLINE_VALUES = 2  # the first values of the ap metric file shown (Car 3D and BEV moderate R40)
-DONE_STATES = ("success", None)  # executor states whose commit holds the run's results (None: a plain run)
-SEED = "train.seed"  # the one param in which the runs of a seed group differ
+DONE_STATES = ("success", None)  # executor states whose commit holds the results (None: a plain run)
+SEED = "train.seed"  # the one param in which the experiments of a seed group differ
 
 
 @dataclass(frozen=True)
 class Curve:
-    """One dvclive history: ``steps[i]`` logged ``values[i]``; empty when the run logged none."""
+    """One dvclive history: ``steps[i]`` logged ``values[i]``; empty when the experiment logged none."""
 
     name: str = ""
     steps: tuple[int, ...] = ()
@@ -50,7 +50,7 @@ class Curve:
 
 
 @dataclass(frozen=True)
-class Run:
+class Experiment:
     """One row: an experiment, the baseline commit or the workspace, with what the view shows of it."""
 
     name: str
@@ -126,7 +126,7 @@ def _metrics(files: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 class RevFiles:
-    """The files of one run: its git commit (``git show``), or the working tree for the workspace."""
+    """The files of one experiment: its git commit (``git show``), or the working tree for the workspace."""
 
     def __init__(self, root: Path, rev: str) -> None:
         self.root, self.rev = root, rev
@@ -175,8 +175,10 @@ def val_series(files: Iterable[str], headline: Sequence[str]) -> str | None:
     return wanted if wanted in names else (names[0] if names else None)
 
 
-def build_run(root: Path, name: str, rev: str, state: str | None, data: Mapping[str, Any]) -> Run:
-    """One row: params and metrics from DVC's record, curves from the run's files (finished runs only)."""
+def build_experiment(
+    root: Path, name: str, rev: str, state: str | None, data: Mapping[str, Any]
+) -> Experiment:
+    """One row: params and metrics from DVC's record, curves from its files (finished experiments only)."""
     metrics = _values(data, "metrics")
     ap = metrics.get(PATHS["ap"], {})
     headline_keys = list(ap)[:HEADLINE_VALUES]
@@ -192,25 +194,27 @@ def build_run(root: Path, name: str, rev: str, state: str | None, data: Mapping[
         val = parse_tsv(val_text, str(series)) if val_text else Curve()
     short = "" if rev == "workspace" else rev[:7]
     params = _params(_values(data, "params"))
-    return Run(name, short, state, params, _metrics(metrics), headline, loss, val)
+    return Experiment(name, short, state, params, _metrics(metrics), headline, loss, val)
 
 
 def number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def collect(root: Path) -> list[Run]:
-    """Every row of ``dvc exp show --json`` at ``root`` as a :class:`Run`, in DVC's order."""
-    return [build_run(root, *entry) for entry in _entries(exp_show(root))]
+def collect(root: Path) -> list[Experiment]:
+    """Every row of ``dvc exp show --json`` at ``root`` as an :class:`Experiment`, in DVC's order."""
+    return [build_experiment(root, *entry) for entry in _entries(exp_show(root))]
 
 
-def select(runs: Sequence[Run], wanted: Sequence[str]) -> list[Run]:
-    """The runs named in ``wanted`` (an experiment's name, or a prefix of its rev), in ``runs``' order."""
+def select(experiments: Sequence[Experiment], wanted: Sequence[str]) -> list[Experiment]:
+    """The experiments named in ``wanted`` (a name, or a prefix of a rev), in ``experiments``' order."""
     if not wanted:
-        return list(runs)
-    found = [r for r in runs if any(w == r.name or (r.rev and r.rev.startswith(w)) for w in wanted)]
-    missing = [w for w in wanted if not any(w == r.name or (r.rev and r.rev.startswith(w)) for r in runs)]
+        return list(experiments)
+    found = [e for e in experiments if any(w == e.name or (e.rev and e.rev.startswith(w)) for w in wanted)]
+    missing = [
+        w for w in wanted if not any(w == e.name or (e.rev and e.rev.startswith(w)) for e in experiments)
+    ]
     if missing:
-        names = ", ".join(r.name for r in runs)
+        names = ", ".join(e.name for e in experiments)
         raise DataError("dvc exp show", f"expected experiment names or revs among {names}, got {missing}")
     return found

@@ -65,9 +65,9 @@ def test_queued_experiments_run_with_their_own_params(tmp_path: Path) -> None:
     for name, lr in QUEUED.items():
         assert found[name]["params"]["params.yaml"]["data"]["train"]["lr"] == lr
         assert found[name]["metrics"]["metrics/ap.json"]["data"]["Car"]["3d"] == expected(lr)["3d"]
-    runs = {r.name: r for r in collect(root)}
+    experiments = {r.name: r for r in collect(root)}
     for name, lr in QUEUED.items():
-        assert (runs[name].state, runs[name].params["train.lr"]) == ("success", lr)
-        assert runs[name].val.best() == (expected(lr)["best_step"], expected(lr)["best"])
+        assert (experiments[name].state, experiments[name].params["train.lr"]) == ("success", lr)
+        assert experiments[name].val.best() == (expected(lr)["best_step"], expected(lr)["best"])
     dvc(root, "queue", "stop")  # the idle worker exits now, not when it times out
     assert run_in(root, "git", "status", "--porcelain").stdout == ""  # the workspace was not touched

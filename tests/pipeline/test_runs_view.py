@@ -2,8 +2,8 @@
 fits in 120 columns, shows the param that differs (and not the ones that do not), both experiments' headline
 AP and their best and last validation AP read from each experiment's own commit; ``--csv``, ``--json`` and
 ``--plot`` give the same figures. Seed groups (fake ``dvc exp show --json`` records, fakeexp.SEED_RUNS): a
-group is the runs whose params differ in ``train.seed`` alone, one row of ``mean ± sd``, and the pairs whose
-AP differs within noise are named. No KITTI data is used."""
+group is the experiments whose params differ in ``train.seed`` alone, one row of ``mean ± sd``, and the pairs
+whose AP differs within noise are named. No KITTI data is used."""
 
 from __future__ import annotations
 
@@ -123,12 +123,14 @@ def test_unknown_experiment_and_not_a_project_are_one_line_errors(project: Path,
 
 def test_params_that_do_not_fit_are_named_not_cut() -> None:
     params = [{f"model.layer_{k}.units": 100 * k + i for k in range(30)} for i in range(2)]
-    runs = [exps.Run(f"exp-{i}", f"{i}abcdef", None, params[i], {}, {"Car 3d": 50.0 + i}) for i in range(2)]
-    text = view.table(runs)
+    experiments = [
+        exps.Experiment(f"exp-{i}", f"{i}abcdef", None, params[i], {}, {"Car 3d": 50.0 + i}) for i in range(2)
+    ]
+    text = view.table(experiments)
     assert max(map(len, text.splitlines())) <= 120
     assert "layer_0.units" in text.splitlines()[0]  # the header keeps its last parts
     assert "differing params not shown" in text and "model.layer_29.units" in text
-    wide = view.table(runs, width=None, everything=True)
+    wide = view.table(experiments, width=None, everything=True)
     assert "model.layer_29.units" in wide.splitlines()[0]
 
 
@@ -137,13 +139,13 @@ def test_queued_runs_null_and_absent_params_are_told_apart(tmp_path: Path) -> No
         "params": {"params.yaml": {"data": {"train": {"max_steps": None, "seed": 1}}}},
         "metrics": {"metrics/ap.json": {"data": {"Car": {"3d": 70.0, "bev": 80.0}}}},
     }
-    waiting = exps.build_run(tmp_path, "waiting", "0123456789", "queued", data)  # reads no files
+    waiting = exps.build_experiment(tmp_path, "waiting", "0123456789", "queued", data)  # reads no files
     assert (waiting.rev, waiting.headline, waiting.val.best()) == (
         "0123456",
         {"Car 3d": 70.0, "Car bev": 80.0},
         None,
     )
-    done = exps.Run("done", "abcdef0", "success", {"train.max_steps": 400})
+    done = exps.Experiment("done", "abcdef0", "success", {"train.max_steps": 400})
     text = view.table([waiting, done])
     head, first, second = text.splitlines()[:3]
     assert head.split()[-2:] == ["train.max_steps", "train.seed"]
@@ -196,24 +198,25 @@ def test_seed_groups_show_mean_and_sd_and_which_gaps_are_noise(
     assert "group 1 ~ group 2" in noise["Car 3d"]  # |51 - 54| = 3 <= 1.00 + 2.65
     assert "group 1 ~ group 2" not in noise["Car bev"]  # |60 - 62| = 2 > 0.00 + 1.00
     assert "main ~ group 1" not in noise["Car 3d"]  # |11 - 51| = 40 > 1.00
-    assert "main ~ group 1" in noise["Car bev"]  # a group and a run: |60 - 60| <= 0.00 + 0
+    assert "main ~ group 1" in noise["Car bev"]  # a group and an experiment: |60 - 60| <= 0.00 + 0
 
 
 def test_seed_groups_need_equal_params_and_leave_csv_json_per_run(
     seed_project: tuple[Path, list[dict]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(exps, "exp_show", lambda where: seed_project[1])
-    runs = exps.collect(seed_project[0])
+    experiments = exps.collect(seed_project[0])
     shown = [
-        r.name if isinstance(r, exps.Run) else [m.name for m in r.members] for r in view.group_rows(runs)
+        r.name if isinstance(r, exps.Experiment) else [m.name for m in r.members]
+        for r in view.group_rows(experiments)
     ]
     assert shown == ["workspace", "main", "a-long", ["a-1", "a-2", "a-3"], "a-again", ["b-1", "b-2", "b-3"]]
-    one = exps.Run("one", "0000001", None, {"train.lr": 0.05, "train.seed": 0})
-    other = exps.Run("other", "0000002", None, {"train.lr": 0.05, "train.seed": 1, "data.root": "x"})
-    queued = exps.Run("later", "0000003", "queued", {"train.lr": 0.05, "train.seed": 2})
-    workspace = exps.Run("workspace", "", None, {"train.lr": 0.05, "train.seed": 5})  # a copy of some run
-    twin = exps.Run("twin", "0000004", "success", {"train.lr": 0.05, "train.seed": 3})
-    # data.root differs; a queued run has no AP; the workspace is a copy: only one and twin are a group
+    one = exps.Experiment("one", "0000001", None, {"train.lr": 0.05, "train.seed": 0})
+    other = exps.Experiment("other", "0000002", None, {"train.lr": 0.05, "train.seed": 1, "data.root": "x"})
+    queued = exps.Experiment("later", "0000003", "queued", {"train.lr": 0.05, "train.seed": 2})
+    workspace = exps.Experiment("workspace", "", None, {"train.lr": 0.05, "train.seed": 5})  # a copy of one
+    twin = exps.Experiment("twin", "0000004", "success", {"train.lr": 0.05, "train.seed": 3})
+    # data.root differs; a queued experiment has no AP; the workspace is a copy: only one and twin are a group
     assert view.group_rows([workspace, one, other, queued, twin]) == [
         workspace,
         view.Group("1", (one, twin)),
@@ -252,6 +255,6 @@ def test_plot_draws_a_group_as_its_mean_with_a_band(
     assert [line.get_label() for line in val_ax.get_lines()] == ["main", "group 1"]
     mean = val_ax.get_lines()[1]
     assert list(mean.get_xdata()) == [20, 40, 60] and list(mean.get_ydata()) == [49.0, 50.0, 49.0]
-    (band,) = val_ax.collections  # the group's ± sd (1.00 at each step); the single run has none
+    (band,) = val_ax.collections  # the group's ± sd (1.00 at each step); the single experiment has none
     ys = band.get_paths()[0].vertices[:, 1]
     assert (ys.min(), ys.max()) == (48.0, 51.0)
