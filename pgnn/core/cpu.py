@@ -37,6 +37,7 @@ keeps 2 threads fast on an idle machine without spinning long on a loaded one (b
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import MutableMapping
@@ -103,6 +104,34 @@ def pinned_state() -> list[str]:
         if on:
             problems.append(f"numpy dispatches {' '.join(on)}")
     return problems
+
+
+def set_mkl_threads(threads: int) -> bool:
+    """MKL's threads for products called from this thread (``mkl_set_num_threads_local``); False without MKL.
+
+    torch's ``set_num_threads`` sets the same value for the calling thread, so call this after it.
+    """
+    library = _torch_mkl()
+    if library is None:
+        return False
+    library.mkl_serv_set_num_threads_local(threads)
+    return True
+
+
+def _torch_mkl() -> ctypes.CDLL | None:
+    """torch's library with MKL's service functions, None when torch has not loaded or exports no MKL."""
+    torch = sys.modules.get("torch")
+    return None if torch is None else _mkl_library(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")
+
+
+@functools.cache
+def _mkl_library(library: Path) -> ctypes.CDLL | None:
+    try:
+        handle = ctypes.CDLL(str(library))
+        handle.mkl_serv_set_num_threads_local.argtypes = [ctypes.c_int]
+    except (OSError, AttributeError):
+        return None
+    return handle
 
 
 def _mkl_branch(library: Path) -> int | None:

@@ -32,12 +32,12 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import MessagePassing
 
 from pgnn.config.network import GNNLayerConfig, Widths
+from pgnn.nn import gemm
 from pgnn.nn.layers import ACTIVATIONS, MLP, LinearInit
 from pgnn.nn.segment import EdgeChunk, destination_chunks, relative_edge_layer, segment_max
 
@@ -222,7 +222,7 @@ class PointGNNConv(_ChunkedMaxConv):
             first.weight[:, : self.state_dim],
             first.weight[:, self.state_dim :],
         )  # (H, D), (H, 3)
-        state_proj = F.linear(state, w_state, first.bias)  # (N, H), the per-vertex part of the first layer
+        state_proj = gemm.linear(state, w_state, first.bias)  # (N, H), the per-vertex part of the first layer
         aggregated = self.aggregate_chunked(  # (N, H_last)
             edge_index,
             state.shape[0],

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pgnn.nn import gemm
+
 
 def _relu(x: Tensor, inplace: bool) -> Tensor:
     return F.relu(x, inplace=inplace)
@@ -105,20 +107,17 @@ NARROW_INPUT = 8
 
 
 def linear(x: Tensor, layer: nn.Linear) -> Tensor:
-    """``layer(x)``, with the weight transposed to (K, M) and made contiguous when the input is narrow.
+    """``layer(x)``, in blocks whose bytes do not depend on the thread count (:mod:`pgnn.nn.gemm`).
 
-    The value is the same; the backward pass is not: autograd then computes the weight gradient as
-    (K, E) @ (E, M) instead of (M, E) @ (E, K), which MKL ran several times faster for E = 8192 rows,
-    K = 3-4 inputs and M = 32-300 outputs (the first point-MLP layer of point-set pooling; measured:
-    benchmarks/README.md, "Measurements behind the code").
+    A narrow input (at most ``NARROW_INPUT`` features) takes the weight gradient as (K, E) @ (E, M) instead
+    of (M, E) @ (E, K), which MKL ran several times faster for E = 8192 rows, K = 3-4 inputs and M = 32-300
+    outputs (the first point-MLP layer of point-set pooling; measured: benchmarks/README.md, "Measurements
+    behind the code").
 
     Shapes:
         x: (E, K) -> (E, M)
     """
-    if layer.in_features > NARROW_INPUT or x.dim() != 2:
-        return layer(x)
-    w_t = layer.weight.t().contiguous()  # (K, M)
-    return torch.mm(x, w_t) if layer.bias is None else torch.addmm(layer.bias, x, w_t)
+    return gemm.linear(x, layer.weight, layer.bias, narrow=layer.in_features <= NARROW_INPUT)
 
 
 class MLP(nn.Module):

@@ -54,6 +54,7 @@ from pgnn.core.io import write_json_atomic
 from pgnn.core.progress import Progress
 from pgnn.graphs.targets import method_class_names
 from pgnn.nn.checkpoint import checkpoint_name
+from pgnn.nn.gemm import cpu_threads
 from pgnn.nn.losses import regularized_parameters
 from pgnn.training import precision
 from pgnn.training.batches import RecordDataset, RecordSource, batch_loader
@@ -125,7 +126,8 @@ def train(
         )
     last_step = total_steps(num_records, train_cfg)
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 touches files
-    with run_folder_lock(out_dir) if main_rank else contextlib.nullcontext():  # claimed, marked, locked
+    lock = run_folder_lock(out_dir) if main_rank else contextlib.nullcontext()  # claimed, marked, locked
+    with lock, cpu_threads(train_cfg.threads):
         dist = init_distributed(train_cfg.device)
         try:
             if train_cfg.batch_size % dist.world_size:

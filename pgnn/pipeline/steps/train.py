@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from pgnn.config.params import ResolvedReader
 from pgnn.core.cpu import pinned_state
 from pgnn.core.io import write_json_atomic
@@ -65,7 +63,6 @@ def train_and_export(resolved: Resolved, layout: Layout) -> Path:
     ``train_metrics`` gets the results only (the final interval's losses: a DVC metric), ``train_summary``
     dvclive's summary (from the curves), ``train_timings`` the seconds per step (not tracked).
     """
-    torch.set_num_threads(resolved.train.threads)
     for problem in pinned_state():  # pgnn imported after torch or numpy, or a CPU without AVX2
         print(f"train: warning: CPU numerics not pinned ({problem}): other machines may train other weights")
     graphs, prepared, gt_db = (
