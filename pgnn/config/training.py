@@ -160,9 +160,9 @@ class TrainConfig(BaseModel):
     eval_frames: Int = Field(32, ge=1, le=MAX_FRAMES)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Annotated[Int, Field(ge=1, le=MAX_WORKERS)] = 1
-    """torch's intra-op CPU threads in the training process. Part of the run key: a sum split over more
-    threads rounds differently, so the weights depend on it (for a given count they are the same on every
-    run). On a loaded machine more threads can be slower (benchmarks/README.md, "Intra-op threads")."""
+    """CPU threads of the training step's matrix products (:func:`pgnn.nn.gemm.cpu_threads`; torch's other
+    kernels run on one). The weights are the same bytes on any count: it changes only the time
+    (benchmarks/README.md, "Threads that do not change a byte")."""
     precision: Literal["fp32", "tf32", "bf16", "fp16"] = "fp32"
     """Numerics of the training step (:mod:`pgnn.training.precision`): ``fp32`` the seed's numbers (TF32 off);
     ``tf32`` TF32 matmuls on Ampere and later GPUs (elsewhere fp32); ``bf16`` autocast to bfloat16 (CUDA and

@@ -11,7 +11,11 @@ Each source, what differs between CPUs, and its pin (:data:`PINNED`):
 
 - MKL, torch's BLAS: sgemm's kernels and blocking; MKL dispatches by vendor and ISA (an Intel AVX-512 machine
   and an AMD one ran other kernels for the same matmul). Pin: ``MKL_CBWR=COMPATIBLE``, MKL's conditional
-  numerical reproducibility mode: the same results on all Intel and compatible CPUs for a fixed thread count.
+  numerical reproducibility mode, and MKL on one thread per call (:func:`set_mkl_threads`): MKL's own split
+  of a product over its threads depends on the CPU even in COMPATIBLE mode (2 threads trained other weights
+  on an Intel Xeon and an AMD EPYC, 1 thread the same; benchmarks/README.md, "Threads that do not change a
+  byte"), so :mod:`pgnn.nn.gemm` spreads the products over threads itself, in row blocks of one
+  single-threaded call each.
 - ATen's vector kernels: torch compiles its elementwise, reduction and scatter kernels three times (default,
   avx2, avx512) and picks one by the CPU; ``default`` rounds transcendental functions differently. Pin:
   ``ATEN_CPU_CAPABILITY=avx2``, one build of them on every CPU with AVX2 (``default`` is also much slower:
@@ -19,8 +23,9 @@ Each source, what differs between CPUs, and its pin (:data:`PINNED`):
 - numpy's SIMD dispatch: numpy's float loops have x86-64-v3/v4 and AVX-512 variants (other rounding for some
   transcendental functions). Pin: ``NPY_DISABLE_CPU_FEATURES`` turns those groups off, so numpy runs its
   x86-64-v2 baseline loops on every CPU.
-- Threads: a reduction split over N threads sums in another order. Pin: ``train.threads`` is in the run key;
-  every other process runs one thread (``OMP_NUM_THREADS=1`` in the pipeline's environment).
+- Threads: a reduction split over N threads sums in another order. torch's own kernels in the training step
+  gave the same bytes on 1, 2 and 3 threads; the products are split by :mod:`pgnn.nn.gemm` at row offsets
+  that do not change a byte. So ``train.threads`` changes the time, not the weights.
 
 Emulated other CPUs that change nothing under the pin (``tests/core/test_cpu.py``): MKL restricted to AVX2 or
 SSE4.2 (``MKL_ENABLE_INSTRUCTIONS``), ATen asked for avx512 or default, numpy with only the x86-64-v2

@@ -15,8 +15,8 @@ started, so on a loaded machine a descheduled pool thread costs nothing (a libgo
 slowest thread at every barrier, thousands of times a step). The weight gradient (a sum over the rows: not
 split) runs in one call on a pool thread beside the input gradient's blocks.
 
-Only CPU float32 autograd goes through :class:`_Linear`; CUDA, other dtypes and exports (ONNX, torch.export)
-use ``torch.addmm``, which on CPU gives the same forward bytes as the blocks.
+Only CPU float32 autograd goes through :class:`_Linear`; CUDA, other dtypes, CPU autocast (bf16) and exports
+(ONNX, torch.export) use ``torch.addmm``, which on CPU gives the same forward bytes as the blocks.
 """
 
 from __future__ import annotations
@@ -131,12 +131,14 @@ def product_tasks(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None)
         a: (E, K), b: (K, M), bias: (M,), out: (E, M)
     """
 
-    @torch.no_grad()  # a pool thread's own grad mode is on
+    inference = torch.is_inference_mode_enabled()  # thread-local, as grad mode: a pool thread has its own
+
     def block(start: int, stop: int) -> None:
-        if bias is None:
-            torch.mm(a[start:stop], b, out=out[start:stop])
-        else:
-            torch.addmm(bias, a[start:stop], b, out=out[start:stop])
+        with torch.inference_mode(inference), torch.no_grad():
+            if bias is None:
+                torch.mm(a[start:stop], b, out=out[start:stop])
+            else:
+                torch.addmm(bias, a[start:stop], b, out=out[start:stop])
 
     blocks = _row_blocks(a.shape[0], 2 * a.shape[1] * b.shape[1], _pool_threads)
     return [functools.partial(block, start, stop) for start, stop in blocks]
@@ -207,7 +209,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, narrow: bool = False)
         x: (E, K), weight: (M, K), bias: (M,) -> (E, M)
     """
     exporting = torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export()
-    if x.device.type != "cpu" or x.dtype != torch.float32 or exporting or x.dim() != 2:
+    autocast = torch.is_autocast_enabled("cpu")  # bf16 mixed precision: torch's own casts and kernels
+    if x.device.type != "cpu" or x.dtype != torch.float32 or exporting or autocast or x.dim() != 2:
         return torch.nn.functional.linear(x, weight, bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         return _Linear.apply(x, weight, bias, narrow)
