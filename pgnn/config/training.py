@@ -102,6 +102,8 @@ RESUMABLE_CHANGES: dict[str, str] = {
     "device": "where the run computes (on one machine kind the result is the same; CPU and CUDA differ by "
     "float rounding)",
     "train_dataset": "a label: the original's split file the recipe was written for; pgnn does not read it",
+    "threads": "how many CPU threads the products run on: their row blocks have the bytes of one "
+    "single-threaded call (pgnn.nn.gemm), so a run on a busy machine can resume on fewer",
 }
 """Train settings that may change between a run and its resumption without changing its weights or its
 logged curves: they are not part of a run's key (:func:`pgnn.training.source.train_run_key`), so a change
@@ -162,7 +164,7 @@ class TrainConfig(BaseModel):
     threads: Annotated[Int, Field(ge=1, le=MAX_WORKERS)] = 1
     """CPU threads of the training step's matrix products (:func:`pgnn.nn.gemm.cpu_threads`; torch's other
     kernels run on one). The weights are the same bytes on any count: it changes only the time
-    (benchmarks/README.md, "Threads that do not change a byte")."""
+    (benchmarks/README.md, "Threads that do not change a byte"), so it is not part of the run key."""
     precision: Literal["fp32", "tf32", "bf16", "fp16"] = "fp32"
     """Numerics of the training step (:mod:`pgnn.training.precision`): ``fp32`` the seed's numbers (TF32 off);
     ``tf32`` TF32 matmuls on Ampere and later GPUs (elsewhere fp32); ``bf16`` autocast to bfloat16 (CUDA and

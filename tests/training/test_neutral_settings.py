@@ -18,6 +18,7 @@ import torch
 from test_loop import LOSS, META, TINY_MODEL, tiny_records, tiny_train_config
 
 from pgnn.config.training import RESUMABLE_CHANGES
+from pgnn.nn import gemm
 from pgnn.nn.checkpoint import checkpoint_name, load_checkpoint
 from pgnn.nn.graph_input import collate_graphs, graph_input_from_arrays
 from pgnn.training.loop import train
@@ -31,8 +32,15 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "num_workers": ({"num_workers": 0}, {"num_workers": 2}),
     "device": ({"device": "cpu"}, {"device": "auto"}),
     "train_dataset": ({}, {"train_dataset": "train_car.txt"}),
+    "threads": ({"threads": 1}, {"threads": 2}),
 }
 """For max_steps and max_epoch the changed run goes further; its checkpoint at step STEPS is compared."""
+
+
+@pytest.fixture(autouse=True)
+def split_tiny_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiny model's products are below a block's minimum cost: lower it, so 2 threads do split them."""
+    monkeypatch.setattr(gemm, "MIN_BLOCK_FLOPS", 1)
 
 
 def weights_at(out: Path, step: int) -> dict[str, torch.Tensor]:

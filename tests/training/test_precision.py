@@ -93,14 +93,14 @@ def test_fp16_on_cpu_is_refused(tmp_path: Path) -> None:
         train(tiny_records(2), TINY_MODEL, cfg, LOSS, tmp_path / "ckpt", meta=META)
 
 
-def test_precision_compile_and_threads_are_in_the_run_key(tmp_path: Path) -> None:
+def test_precision_and_compile_are_in_the_run_key(tmp_path: Path) -> None:
     recipe = apply_preset(Params())
-    changes = ({}, {"precision": "bf16"}, {"precision": "tf32"}, {"compile": True}, {"threads": 3})
+    changes = ({}, {"precision": "bf16"}, {"precision": "tf32"}, {"compile": True})
     keys = {
         train_run_key(recipe.model_copy(update={"train": recipe.train.model_copy(update=u)}), tmp_path, {})
         for u in changes
     }
-    assert len(keys) == 5
+    assert len(keys) == 4
 
 
 def test_compile_failure_falls_back_to_eager(
