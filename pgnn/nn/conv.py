@@ -230,8 +230,6 @@ class PointGNNConv(_ChunkedMaxConv):
             self.edge_mlp.out_dim,
             state,
             dst_tensors={"center": coord + offset},
-            # (3, H) contiguous: MKL's (E, 3) @ (3, H) is faster than with the transposed view (measured:
-            # benchmarks/README.md, "Measurements behind the code")
             src_tensors={"state_proj": state_proj, "coord": coord, "w_rel_t": w_rel.t().contiguous()},
             chunks=chunks,
         )

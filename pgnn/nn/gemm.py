@@ -1,22 +1,22 @@
-"""Matrix products whose bytes do not depend on the thread count, spread over threads that never wait.
+"""Matrix products whose bytes depend on neither the CPU nor the thread count, on threads that never wait.
 
-MKL splits one product over its threads, and the split changes the order of the sums: another thread count
-gives other bytes, even in MKL's reproducible COMPATIBLE mode. torch's own kernels (gather, scatter,
-elementwise, reductions) gave the same bytes at 1, 2 and 3 threads in the default training step, so MKL's
-threads were the one reason the thread count was in the run key (benchmarks/README.md, "Threads that do
-not change a byte").
+A CPU float32 product here is pgnn's own kernel (numba, no fast-math): each output element is
+``sum_k a[i, k] * b[k, j]`` accumulated from zero in the order k = 0, 1, ..., each product and each sum
+rounded once (no fused multiply-add), then the bias added. IEEE arithmetic in a fixed order gives the same
+bits on every x86-64 CPU and any vector width (numba compiles the loop over j for the machine it runs on; that
+changes the speed, not a bit: ``tests/nn/test_gemm.py`` compiles it for other CPUs). MKL's sgemm, even in its
+reproducible ``MKL_CBWR=COMPATIBLE`` mode on one thread, trained other weights on an AMD EPYC (Zen 4) than on
+an Intel Xeon (benchmarks/README.md, "Threads that do not change a byte"), and its split of one product over
+its threads changed the bytes with the thread count.
 
-Here MKL runs one thread per call (:func:`pgnn.core.cpu.set_mkl_threads`), and pgnn spreads a large product
-itself: its rows are cut into blocks at multiples of ``ROW_ALIGN`` rows, each block one single-threaded MKL
-call whose rows have the bytes the whole product's rows have (MKL's kernels do not depend on the row count
-or on an aligned row offset: ``tests/nn/test_gemm.py``). The blocks run on a small pool of threads
-(:func:`set_product_threads`); the caller takes the first block, then every block no pool thread has
-started, so on a loaded machine a descheduled pool thread costs nothing (a libgomp team waits for its
-slowest thread at every barrier, thousands of times a step). The weight gradient (a sum over the rows: not
-split) runs in one call on a pool thread beside the input gradient's blocks.
+A product's rows are independent, so pgnn spreads a large one itself: its rows are cut into blocks, each one
+kernel call, on a small pool of threads (:func:`set_product_threads`); the caller takes the first block, then
+every block no pool thread has started, so on a loaded machine a descheduled pool thread costs nothing (a
+libgomp team waits for its slowest thread at every barrier, thousands of times a step). The weight gradient
+(a sum over the rows, in row order) runs in one call on a pool thread beside the input gradient's blocks.
 
-Only CPU float32 autograd goes through :class:`_Linear`; CUDA, other dtypes, CPU autocast (bf16) and exports
-(ONNX, torch.export) use ``torch.addmm``, which on CPU gives the same forward bytes as the blocks.
+CUDA, other dtypes, CPU autocast (bf16) and exports (ONNX, torch.export) use torch's own ``addmm``: on CPU
+its forward bytes differ from these in the last bits (MKL's other summation order).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
+import numpy as np
 import torch
+from numba import njit
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
@@ -124,57 +126,118 @@ def _cancel_and_run(future: Future, task: Callable[[], None]) -> bool:
     return True
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _rows_kernel(
+    a: np.ndarray, b: np.ndarray, bias: np.ndarray, out: np.ndarray, start: int, stop: int
+) -> None:
+    """``out[i] = (sum over k in order of a[i, k] * b[k]) + bias`` for rows ``start:stop`` (an empty ``bias``:
+    none); float32 throughout, no fused multiply-add."""
+    depth, width = b.shape
+    for i in range(start, stop):
+        row = out[i]
+        for j in range(width):
+            row[j] = 0.0
+        for k in range(depth):
+            x = a[i, k]
+            for j in range(width):
+                row[j] += x * b[k, j]
+        for j in range(bias.shape[0]):
+            row[j] += bias[j]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _row_sum_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out = a.T @ b``: ``out[c, j] = sum over rows r in order of a[r, c] * b[r, j]``."""
+    for c in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[c, j] = 0.0
+    for r in range(a.shape[0]):
+        for c in range(a.shape[1]):
+            x = a[r, c]
+            for j in range(b.shape[1]):
+                out[c, j] += x * b[r, j]
+
+
+def _array(t: Tensor) -> np.ndarray:
+    """A C-contiguous float32 array sharing ``t``'s memory (copied where ``t`` is a strided view)."""
+    return t.detach().contiguous().numpy()
+
+
+def _own_kernels(*tensors: Tensor | None) -> bool:
+    """Whether pgnn's kernels compute this product (CPU float32 tensors), else torch's."""
+    return all(t is None or (t.device.type == "cpu" and t.dtype == torch.float32) for t in tensors)
+
+
 def product_tasks(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None) -> list[Callable[[], None]]:
-    """Tasks that write ``bias + a @ b`` into ``out``, a block of rows each (:func:`run_tasks` runs them).
+    """Tasks that write ``bias + a @ b`` into ``out`` (C-contiguous), a block of rows each
+    (:func:`run_tasks` runs them).
 
     Shapes:
         a: (E, K), b: (K, M), bias: (M,), out: (E, M)
     """
-
-    inference = torch.is_inference_mode_enabled()  # thread-local, as grad mode: a pool thread has its own
-
-    def block(start: int, stop: int) -> None:
-        with torch.inference_mode(inference), torch.no_grad():
-            if bias is None:
-                torch.mm(a[start:stop], b, out=out[start:stop])
-            else:
-                torch.addmm(bias, a[start:stop], b, out=out[start:stop])
-
+    arrays = _array(a), _array(b), _array(bias) if bias is not None else np.empty(0, np.float32)
+    target = out.detach().numpy()
     blocks = _row_blocks(a.shape[0], 2 * a.shape[1] * b.shape[1], _pool_threads)
-    return [functools.partial(block, start, stop) for start, stop in blocks]
+    return [functools.partial(_rows_kernel, *arrays, target, start, stop) for start, stop in blocks]
+
+
+def row_sum_task(out: Tensor, a: Tensor, b: Tensor) -> Callable[[], None]:
+    """A task that writes ``a.T @ b`` (a sum over the rows, in row order) into ``out`` (C-contiguous).
+
+    Shapes:
+        a: (E, K), b: (E, M), out: (K, M)
+    """
+    return functools.partial(_row_sum_kernel, _array(a), _array(b), out.detach().numpy())
 
 
 def run_tasks(tasks: list[Callable[[], None]]) -> None:
-    """Run product tasks on this thread and the pool (MKL on one thread each)."""
-    set_mkl_threads(1)
+    """Run product tasks on this thread and the pool."""
     _run_all(tasks)
 
 
 def matmul(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``bias + a @ b`` in row blocks on the product threads, with the bytes of one single-threaded call.
+    """``bias + a @ b``, on CPU float32 in row blocks on the product threads (the same bytes on any CPU and
+    thread count), else torch's.
 
     Shapes:
         a: (E, K), b: (K, M), bias: (M,) -> (E, M)
     """
+    if not _own_kernels(a, b, bias):
+        return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
     out = a.new_empty((a.shape[0], b.shape[1]))
-    if a.shape[0] == 0:
-        return out
-    run_tasks(product_tasks(out, a, b, bias))
+    if a.shape[0]:
+        run_tasks(product_tasks(out, a, b, bias))
+    return out
+
+
+def row_sum(a: Tensor, b: Tensor) -> Tensor:
+    """``a.T @ b``, a sum over the rows: on CPU float32 in row order (the same bytes on any CPU), else
+    torch's. The wider of the two products' orientations is computed and the other one is its transpose
+    (``x * y == y * x``, the same order of sums).
+
+    Shapes:
+        a: (E, K), b: (E, M) -> (K, M)
+    """
+    if not _own_kernels(a, b):
+        return a.t().mm(b)
+    if a.shape[1] > b.shape[1]:
+        return row_sum(b, a).t()
+    out = a.new_empty((a.shape[1], b.shape[1]))
+    row_sum_task(out, a, b)()
     return out
 
 
 class _Linear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: FunctionCtx, x: Tensor, weight: Tensor, bias: Tensor | None, narrow: bool) -> Tensor:
+    def forward(ctx: FunctionCtx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        ctx.narrow = narrow
-        return matmul(x, _weight_t(weight, narrow), bias)
+        return matmul(x, weight.t(), bias)
 
     @staticmethod
     def backward(ctx: FunctionCtx, grad: Tensor) -> tuple[Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        need_x, need_w, need_b, _ = ctx.needs_input_grad
+        need_x, need_w, need_b = ctx.needs_input_grad
         grad = grad.contiguous()
         tasks: list[Callable[[], None]] = []
         g_x = g_w = None
@@ -183,35 +246,29 @@ class _Linear(torch.autograd.Function):
             tasks += product_tasks(g_x, grad, weight)  # (E, M) @ (M, K)
         elif need_x:
             g_x = grad.new_zeros(x.shape)
-        if need_w and ctx.narrow:
-            # (K, E) @ (E, M): for few inputs several times faster in MKL than (M, E) @ (E, K)
-            g_w_t = grad.new_empty((weight.shape[1], weight.shape[0]))
-            tasks += product_tasks(g_w_t, x.t(), grad)
-            g_w = g_w_t.t()
-        elif need_w:
+        if need_w and x.shape[1] > weight.shape[0]:  # (M, K) = grad.T @ x, the inner loop over K
             g_w = grad.new_empty(weight.shape)
-            tasks += product_tasks(g_w, grad.t(), x)  # (M, E) @ (E, K)
+            tasks.append(row_sum_task(g_w, grad, x))
+        elif need_w:  # its transpose x.T @ grad, the inner loop over M: the same bytes
+            g_w_t = grad.new_empty((weight.shape[1], weight.shape[0]))
+            tasks.append(row_sum_task(g_w_t, x, grad))
+            g_w = g_w_t.t()
         run_tasks(tasks)
         g_b = grad.sum(0) if need_b and ctx.has_bias else None
-        return g_x, g_w, g_b, None
+        return g_x, g_w, g_b
 
 
-def _weight_t(weight: Tensor, narrow: bool) -> Tensor:
-    """(K, M): contiguous for few inputs (MKL's (E, 3) @ (3, M) is faster than with the transposed view)."""
-    return weight.t().contiguous() if narrow else weight.t()
-
-
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None, narrow: bool = False) -> Tensor:
-    """``F.linear(x, weight, bias)``: on CPU float32 with autograd, in blocks whose bytes do not depend on the
-    thread count (:func:`matmul`); ``narrow`` takes the weight gradient's fast form for few inputs.
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``F.linear(x, weight, bias)``: on CPU float32 pgnn's kernels (:func:`matmul`, the same bytes on any CPU
+    and thread count), with their own backward; torch's for CUDA, other dtypes, CPU autocast and exports.
 
     Shapes:
         x: (E, K), weight: (M, K), bias: (M,) -> (E, M)
     """
     exporting = torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export()
     autocast = torch.is_autocast_enabled("cpu")  # bf16 mixed precision: torch's own casts and kernels
-    if x.device.type != "cpu" or x.dtype != torch.float32 or exporting or autocast or x.dim() != 2:
+    if not _own_kernels(x, weight, bias) or exporting or autocast or x.dim() != 2:
         return torch.nn.functional.linear(x, weight, bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
-        return _Linear.apply(x, weight, bias, narrow)
-    return matmul(x, _weight_t(weight, narrow), bias)
+        return _Linear.apply(x, weight, bias)
+    return matmul(x, weight.t(), bias)

@@ -3,8 +3,7 @@
 ``MLP`` is a stack of fully connected layers ``x -> act(W x + b)``, the activation after each layer or, with
 ``linear_last``, after all but the last (the original's ``is_logits=True``). No normalisation layers.
 
-Narrow first layers (``linear``, at most ``NARROW_INPUT`` inputs) use the weight layout that gives MKL the
-fast weight-gradient product: the first point-MLP layer of point-set pooling sees only F + 3 inputs.
+Every layer's product is ``pgnn.nn.gemm``'s: the same bytes on any CPU and thread count.
 """
 
 from __future__ import annotations
@@ -102,22 +101,13 @@ class LinearInit:
             INITIALIZERS[self.name](linear, self.generator)
 
 
-# Inputs at most this wide go through ``linear``'s transposed-weight form.
-NARROW_INPUT = 8
-
-
 def linear(x: Tensor, layer: nn.Linear) -> Tensor:
-    """``layer(x)``, in blocks whose bytes do not depend on the thread count (:mod:`pgnn.nn.gemm`).
-
-    A narrow input (at most ``NARROW_INPUT`` features) takes the weight gradient as (K, E) @ (E, M) instead
-    of (M, E) @ (E, K), which MKL ran several times faster for E = 8192 rows, K = 3-4 inputs and M = 32-300
-    outputs (the first point-MLP layer of point-set pooling; measured: benchmarks/README.md, "Measurements
-    behind the code").
+    """``layer(x)``, with the same bytes on any CPU and thread count (:mod:`pgnn.nn.gemm`).
 
     Shapes:
         x: (E, K) -> (E, M)
     """
-    return gemm.linear(x, layer.weight, layer.bias, narrow=layer.in_features <= NARROW_INPUT)
+    return gemm.linear(x, layer.weight, layer.bias)
 
 
 class MLP(nn.Module):

@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from pgnn.nn import gemm
+
 
 class EdgeChunk(NamedTuple):
     """The edges of the whole destination sets ``d0 .. d1-1``.
@@ -138,7 +140,7 @@ class _RelativeEdgeLayer(torch.autograd.Function):
         dst: Tensor,
     ) -> Tensor:
         rel = coord.index_select(0, src) - center.index_select(0, dst)  # (E, 3)
-        pre = vertex_part.index_select(0, src).addmm_(rel, w_rel_t)  # (E, H)
+        pre = vertex_part.index_select(0, src).add_(gemm.matmul(rel, w_rel_t))  # (E, H)
         ctx.save_for_backward(rel, w_rel_t, src, dst)
         ctx.sizes = (vertex_part.shape[0], coord.shape[0], center.shape[0])
         return pre
@@ -151,13 +153,15 @@ class _RelativeEdgeLayer(torch.autograd.Function):
         need_vertex, need_coord, need_center, need_w = ctx.needs_input_grad[:4]
         h = grad.shape[1]
         g_vertex = grad.new_zeros((num_vertex, h)).index_add_(0, src, grad) if need_vertex else None
-        g_w = rel.t().mm(grad) if need_w else None  # (3, H)
+        g_w = gemm.row_sum(rel, grad) if need_w else None  # (3, H)
         g_center = None
         if need_center:  # d rel / d center = -1: sum per destination first, then one (num_dst, H) @ (H, 3)
-            g_center = grad.new_zeros((num_center, h)).index_add_(0, dst, grad).mm(w_rel_t.t()).neg_()
+            g_center = gemm.matmul(
+                grad.new_zeros((num_center, h)).index_add_(0, dst, grad), w_rel_t.t()
+            ).neg_()
         g_coord = None
         if need_coord:
-            g_coord = grad.new_zeros((num_coord, 3)).index_add_(0, src, grad.mm(w_rel_t.t()))
+            g_coord = grad.new_zeros((num_coord, 3)).index_add_(0, src, gemm.matmul(grad, w_rel_t.t()))
         return g_vertex, g_coord, g_center, g_w, None, None
 
 
@@ -167,10 +171,11 @@ def relative_edge_layer(
     """A linear layer on ``[s_j, x_j - c_i]`` per edge (j, i), given its per-vertex part ``W_s s + b``.
 
     ``pre[e] = vertex_part[j] + (coord[j] - center[i]) @ w_rel_t`` for edge e = (j, i): the values of
-    gathering and ``addmm``. The backward pass sums the gradient per destination before multiplying by the
-    (H, 3) weight, instead of an (E, H) @ (H, 3) product (slow in MKL), and the weight gradient is the fast
-    (3, E) @ (E, H). It computes in float32 when ``vertex_part`` is half precision (autocast): coordinate
-    differences and the per-destination gradient sums need float32's mantissa.
+    gathering and adding ``rel @ w_rel_t`` (:func:`pgnn.nn.gemm.matmul`). The backward pass sums the gradient
+    per destination before multiplying by the (H, 3) weight, instead of an (E, H) @ (H, 3) product, and the
+    weight gradient is a sum over the edges (:func:`pgnn.nn.gemm.row_sum`). It computes in float32 when
+    ``vertex_part`` is half precision (autocast): coordinate differences and the per-destination gradient
+    sums need float32's mantissa.
 
     Shapes:
         vertex_part: (N_src, H), coord: (N_src, 3), center: (N_dst, 3), w_rel_t: (3, H),

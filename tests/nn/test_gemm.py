@@ -1,14 +1,20 @@
-"""pgnn.nn.gemm: products in row blocks have the bytes of one single-threaded MKL call on any thread count."""
+"""pgnn.nn.gemm: products with the bytes of a fixed-order float32 sum, on any thread count and any CPU."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from pgnn.core.cpu import set_mkl_threads
 from pgnn.nn import gemm
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -19,24 +25,63 @@ def _restore_threads() -> None:
     torch.set_num_threads(before[0])
 
 
-def _single_call(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    torch.set_num_threads(1)
-    set_mkl_threads(1)
-    return torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+def _in_order(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``bias + a @ b`` as numpy's float32 elementwise ops: each product and sum rounded, k in order."""
+    x, w = a.numpy(), b.numpy()
+    acc = np.zeros((x.shape[0], w.shape[1]), np.float32)
+    for k in range(x.shape[1]):
+        acc += x[:, k : k + 1] * w[k]
+    return torch.from_numpy(acc if bias is None else acc + bias.numpy())
 
 
 @pytest.mark.parametrize("rows", [1, 63, 64, 65, 1000, 8192, 20001])
-@pytest.mark.parametrize("shape", [(3, 32), (32, 64), (67, 300), (300, 300)])
-def test_blocks_equal_one_single_threaded_call(rows: int, shape: tuple[int, int]) -> None:
+@pytest.mark.parametrize("shape", [(3, 32), (32, 64), (67, 300), (64, 3)])
+def test_products_are_the_in_order_sum_on_any_thread_count(rows: int, shape: tuple[int, int]) -> None:
     g = torch.Generator().manual_seed(rows)
     a = torch.randn(rows, shape[0], generator=g)
     b = torch.randn(shape[0], shape[1], generator=g)
     bias = torch.randn(shape[1], generator=g)
-    want = _single_call(a, b, bias)
+    want, want_no_bias = _in_order(a, b, bias), _in_order(a, b, None)
     for threads in (1, 2, 3):
         gemm.set_product_threads(threads)
         assert torch.equal(gemm.matmul(a, b, bias), want), threads
-        assert torch.equal(gemm.matmul(a, b), _single_call(a, b, None)), threads
+        assert torch.equal(gemm.matmul(a, b), want_no_bias), threads
+        assert torch.equal(gemm.matmul(a.t().contiguous().t(), b), want_no_bias), "a strided view"
+
+
+@pytest.mark.parametrize("widths", [(3, 64), (64, 3), (32, 32)])
+def test_row_sums_are_the_in_order_sum_in_either_orientation(widths: tuple[int, int]) -> None:
+    g = torch.Generator().manual_seed(sum(widths))
+    a = torch.randn(3000, widths[0], generator=g)
+    b = torch.randn(3000, widths[1], generator=g)
+    want = _in_order(a.t().contiguous(), b, None)
+    assert torch.equal(gemm.row_sum(a, b), want)
+    assert torch.equal(gemm.row_sum(b, a), want.t())
+
+
+_PROBE = """
+import hashlib, torch
+from pgnn.nn import gemm
+g = torch.Generator().manual_seed(0)
+a, b = torch.randn(5000, 67, generator=g), torch.randn(67, 300, generator=g)
+c = torch.randn(5000, 3, generator=g)
+out = [gemm.matmul(a, b, b[0]), gemm.row_sum(a, c), gemm.row_sum(c, a)]
+print(hashlib.sha256(b"".join(t.contiguous().numpy().tobytes() for t in out)).hexdigest())
+"""
+
+
+def test_the_kernels_compiled_for_other_cpus_give_the_same_bytes(tmp_path: Path) -> None:
+    """numba compiles for the CPU it runs on (the vector width, the instruction choice); compiled for a
+    generic x86-64, for Haswell (AVX2) and for an Intel Ice Lake server (AVX-512), the bytes are the same."""
+    hashes = {}
+    for cpu in ("host", "generic", "haswell", "icelake-server"):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / cpu)}
+        env["NUMBA_CPU_NAME"] = cpu
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300, check=True
+        )
+        hashes[cpu] = proc.stdout.strip()
+    assert len(set(hashes.values())) == 1, hashes
 
 
 def test_row_blocks_cover_the_rows_at_aligned_starts() -> None:
@@ -63,13 +108,13 @@ def test_linear_forward_and_backward_bytes_do_not_depend_on_the_threads() -> Non
             y = gemm.linear(x, w, b)
             (y * y).sum().backward()
             nx, nw = narrow_x0.clone().requires_grad_(), narrow_w0.clone().requires_grad_()
-            ny = gemm.linear(nx, nw, None, narrow=True)
+            ny = gemm.linear(nx, nw, None)
             ny.sum().backward()
         results.append([y, x.grad, w.grad, b.grad, ny, nx.grad, nw.grad])
     for other in results[1:]:
         assert all(torch.equal(p, q) for p, q in zip(results[0], other, strict=True))
-    reference = torch.nn.functional.linear(x0, w0, b0)
-    assert torch.allclose(results[0][0], reference, rtol=1e-5, atol=1e-4)
+    assert torch.equal(results[0][0], _in_order(x0, w0.t(), b0))
+    assert torch.allclose(results[0][0], torch.nn.functional.linear(x0, w0, b0), rtol=1e-5, atol=1e-4)
 
 
 def test_blocks_run_in_inference_mode_from_the_caller() -> None:
@@ -77,7 +122,7 @@ def test_blocks_run_in_inference_mode_from_the_caller() -> None:
     a, b = torch.randn(20000, 64), torch.randn(64, 64)
     with torch.inference_mode():
         out = gemm.linear(a, b.t(), None)
-    assert out.is_inference() and torch.equal(out, _single_call(a, b, None))
+    assert out.is_inference() and torch.equal(out, _in_order(a, b, None))
 
 
 def test_cpu_autocast_goes_to_torch_and_computes_in_bf16() -> None:
