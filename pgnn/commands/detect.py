@@ -89,7 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="candidates need a class probability above this (default 1/num_classes)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads of the network's products (default: one per core; the same detections on any)",
+    )
     parser.add_argument(
         "--voxel-origin",
         choices=("fixed", "points_min"),

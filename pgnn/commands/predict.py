@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=None,
-        help="CPU threads for torch (default: torch's; 1 is fastest on a busy machine)",
+        help="CPU threads of the network's products (default: one per core; the same detections on any)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of any random choice in graph building")
     parser.add_argument(

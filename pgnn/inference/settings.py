@@ -1,4 +1,4 @@
-"""Run-time settings: the device, torch's threads, and the offset of a model's input frame.
+"""Run-time settings: the device, the CPU threads, and the offset of a model's input frame.
 
 A model card's ``input_frame`` ("rect" or "cam2", :class:`pgnn.nn.card.ModelCard`) is the frame its weights
 expect the points in; see ``pgnn.inference.predict`` for how a frame's points and boxes move between it and
@@ -7,6 +7,7 @@ the label frame. The runtime graph and the post-processing are the card's too.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,14 +33,23 @@ def resolve_device(name: str) -> torch.device:
 
 
 def set_threads(threads: int | None) -> None:
-    """``--threads``: torch's CPU threads (None: torch's default)."""
+    """``--threads``: the CPU threads of the network's matrix products (None: one per core this process may
+    run on), torch's other kernels on one thread, as in training (:func:`pgnn.nn.gemm.cpu_threads`).
+
+    The detections are the same bytes on any count (:mod:`pgnn.nn.gemm`), and a product's blocks never wait
+    for a descheduled thread: on a busy machine the default costs no more than one thread
+    (benchmarks/README.md, "Inference threads").
+    """
     if threads is None:
-        return
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if threads < 1:
         raise DataError("--threads", f"expected a positive number of threads, got {threads}")
     import torch
 
-    torch.set_num_threads(threads)
+    from pgnn.nn.gemm import set_product_threads
+
+    torch.set_num_threads(1)
+    set_product_threads(threads)
 
 
 def frame_offset(frame: InputFrame, P2: np.ndarray) -> np.ndarray:

@@ -98,19 +98,28 @@ def test_predict_stage_leaves_no_partial_folder(project: tuple[Path, object, Lay
 
 
 def test_pgnn_predict_writes_the_predict_stages_files(
-    project: tuple[Path, object, Layout], tmp_path: Path
+    project: tuple[Path, object, Layout], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One model, two paths: ``pgnn predict`` on the val frames with the pipeline's model writes the predict
-    stage's files byte for byte (the same card: runtime graph, post-processing with its yaw merge)."""
+    stage's files byte for byte (the same card: runtime graph, post-processing with its yaw merge), with its
+    products on 2 threads, cut in 2 row blocks, against the stage's one thread."""
     from pgnn.cli import main as cli_main
+    from pgnn.nn import gemm
 
     root, recipe, layout = project
     assert recipe.postprocess.yaw_merge == "circular"  # type: ignore[attr-defined]
     stage = tmp_path / "stage"
     _predict(recipe, layout, stage, tmp_path / "timings.json")
-    argv = ["predict", "--root", str(root / "synth"), "--ids", "val", "--painted", "--threads", "1"]
+    argv = ["predict", "--root", str(root / "synth"), "--ids", "val", "--painted", "--threads", "2"]
     argv += ["--checkpoint", str(layout.path("model")), "--out", str(tmp_path / "cli"), "--quiet"]
-    assert cli_main(argv) == 0
+    monkeypatch.setattr(gemm, "MIN_BLOCK_FLOPS", 1)  # every product of over 64 rows in 2 blocks
+    threads = torch.get_num_threads()
+    try:
+        assert cli_main(argv) == 0
+        assert gemm.product_threads() == 2 and torch.get_num_threads() == 1
+    finally:
+        gemm.set_product_threads(1)
+        torch.set_num_threads(threads)
     files = {p.name: p.read_bytes() for p in stage.glob("*.txt")}
     assert len(files) >= 2 and any(files.values()), "the test needs detections in two frames at least"
     assert {p.name: p.read_bytes() for p in (tmp_path / "cli").glob("*.txt")} == files
