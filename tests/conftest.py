@@ -11,7 +11,6 @@ and what they return is either immutable or a fresh copy per test.
 from __future__ import annotations
 
 import copy
-import fcntl
 import hashlib
 import json
 import os
@@ -223,48 +222,6 @@ def one_torch_thread_per_module() -> Iterator[None]:
     before = torch_threads(1)
     yield
     torch_threads(before)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# pytest-xdist: solo tests
-# ----------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def _worker_locks(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    """The folder every pytest-xdist worker of this run shares (their base temp's parent); None without
-    xdist."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return None
-    return tmp_path_factory.getbasetemp().parent
-
-
-@pytest.fixture(autouse=True)
-def _solo_tests_run_alone(request: pytest.FixtureRequest, _worker_locks: Path | None) -> Iterator[None]:
-    """A ``@pytest.mark.solo`` test runs while no other worker runs a test; others run side by side.
-
-    Every test holds ``tests.lock`` shared, a solo test exclusive. ``tests.turnstile`` is passed before
-    taking it (and held by a solo test until it has it), so a waiting solo test is not starved by the other
-    workers' next tests. A solo test trains with 2 threads that wait for each other thousands of times a
-    step: beside another busy worker on a 2-core machine each wait can last a time slice, which made the
-    reference trajectory 10x slower than alone."""
-    if _worker_locks is None:
-        yield
-        return
-    solo = request.node.get_closest_marker("solo") is not None
-    with (
-        (_worker_locks / "tests.turnstile").open("a") as turnstile,
-        (_worker_locks / "tests.lock").open("a") as lock,
-    ):
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(lock, fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
-        if not solo:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -54,7 +54,6 @@ def check_cpu(tmp_path: Path, steps: int | None, extra_env: dict[str, str]) -> t
     return proc.returncode, Trajectory.from_json(proc.stdout), proc.stderr
 
 
-@pytest.mark.solo
 def test_this_machine_trains_the_reference_trajectory(tmp_path: Path) -> None:
     reference = load_reference()
     assert sorted(reference.losses) == list(range(20, 201, 20))
@@ -65,7 +64,6 @@ def test_this_machine_trains_the_reference_trajectory(tmp_path: Path) -> None:
     assert rc == 0
 
 
-@pytest.mark.solo
 @pytest.mark.parametrize("name", sorted(EMULATED))
 def test_emulated_cpus_train_the_reference_weights(tmp_path: Path, name: str) -> None:
     reference = load_reference()
