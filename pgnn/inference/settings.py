@@ -38,7 +38,7 @@ def set_threads(threads: int | None) -> None:
 
     The detections are the same bytes on any count (:mod:`pgnn.nn.gemm`), and a product's blocks never wait
     for a descheduled thread: on a busy machine the default costs no more than one thread
-    (:mod:`pgnn.nn.gemm`).
+    (benchmarks/README.md, "Inference threads").
     """
     if threads is None:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
