@@ -9,12 +9,13 @@ and the processes it starts inherit the environment.
 
 Each source, what differs between CPUs, and its pin (:data:`PINNED`):
 
-- Matrix products: MKL (torch's BLAS) chooses sgemm's kernels and blocking by vendor and ISA, and even in
-  its reproducible ``MKL_CBWR=COMPATIBLE`` mode on one thread an AMD EPYC (Zen 4) and an Intel Xeon trained
-  other weights (benchmarks/README.md, "Threads that do not change a byte"). So the network's products are
-  not MKL's: :mod:`pgnn.nn.gemm` computes them in a fixed order of float32 operations (numba, no fused
-  multiply-add), the same bits on any CPU and thread count. MKL stays pinned (``MKL_CBWR=COMPATIBLE``, one
-  thread per call: :func:`set_mkl_threads`) for any product left to torch.
+- MKL, torch's BLAS: sgemm's kernels and blocking; MKL dispatches by vendor and ISA (an Intel AVX-512 machine
+  and an AMD one ran other kernels for the same matmul). Pin: ``MKL_CBWR=COMPATIBLE``, MKL's conditional
+  numerical reproducibility mode, and MKL on one thread per call (:func:`set_mkl_threads`): MKL's own split
+  of a product over its threads depends on the CPU even in COMPATIBLE mode (2 threads trained other weights
+  on an Intel Xeon and an AMD EPYC, 1 thread the same; benchmarks/README.md, "Threads that do not change a
+  byte"), so :mod:`pgnn.nn.gemm` spreads the products over threads itself, in row blocks of one
+  single-threaded call each.
 - ATen's vector kernels: torch compiles its elementwise, reduction and scatter kernels three times (default,
   avx2, avx512) and picks one by the CPU; ``default`` rounds transcendental functions differently. Pin:
   ``ATEN_CPU_CAPABILITY=avx2``, one build of them on every CPU with AVX2 (``default`` is also much slower:
