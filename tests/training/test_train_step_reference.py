@@ -16,10 +16,11 @@ order, or computing the forward in float64, does not bring it closer (float64: 2
 weights_rel <= 5e-4 and ``forced_only_rel`` <= 1e-5 (``forced_rel``, step 0 on the whole reference gradient,
 is 1.7e-5; case a asserts it).
 
-Under the pinned CPU numerics (pgnn.core.cpu: MKL's COMPATIBLE mode, the same bytes on every CPU) case b's
-figures are larger, on this AMD EPYC: grad_rel 9.6e-4, weights_rel 2.4e-3, forced_only_rel 2.4e-3 (with
-each library's own kernels: 3.6e-6, 2.6e-4, 3.9e-6). MKL's COMPATIBLE sgemm sums the weight gradients' K
-dimension (the 240k edges) in float32 in a longer chain than its AVX kernels or TF's Eigen do, so many
+Under the pinned CPU numerics (pgnn.nn.gemm's fixed-order products, the same bytes on every CPU; before them
+MKL's COMPATIBLE mode, with the same figures) case b's figures are larger, on an AMD EPYC: grad_rel 9.6e-4,
+weights_rel 2.4e-3, forced_only_rel 2.4e-3 (with each library's own kernels: 3.6e-6, 2.6e-4, 3.9e-6). The
+pinned products sum the weight gradients' K dimension (the 240k edges) in float32 in one chain, longer than
+MKL's AVX kernels or TF's Eigen do, so many
 weight gradients, not one vector, carry ~1e-3 relative rounding: case b asserts grad_rel <= 2e-3 and
 weights_rel, forced_only_rel <= 5e-3 (docs/reproducibility.md, "What it costs").
 
@@ -102,7 +103,7 @@ def test_case_b(train_step_dir: Path) -> None:
     )
     assert out["variables"] == 52 and out["parameters"] == 726_619
     assert out["loss_rel"] <= 1e-4
-    assert out["grad_rel"] <= 2e-3  # pinned MKL's long float32 sums (module docstring): 9.6e-4 here
+    assert out["grad_rel"] <= 2e-3  # the pinned products' long float32 sums (module docstring): 9.6e-4 here
     assert out["weights_rel"] <= 5e-3  # kink-amplified float noise: 2.4e-3 here (2.6e-4 unpinned)
     assert out["forced_rel"] is None
     assert out["forced_only_rel"] <= 5e-3  # 2.4e-3 here (unpinned 3.9e-6: that one vector's noise alone)
