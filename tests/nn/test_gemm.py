@@ -49,7 +49,7 @@ def test_products_are_the_in_order_sum_on_any_thread_count(rows: int, shape: tup
         assert torch.equal(gemm.matmul(a.t().contiguous().t(), b), want_no_bias), "a strided view"
 
 
-@pytest.mark.parametrize("widths", [(3, 64), (64, 3), (32, 32)])
+@pytest.mark.parametrize("widths", [(3, 64), (64, 3), (32, 32), (6, 64)])  # 6: a block of 4 and 2 more
 def test_row_sums_are_the_in_order_sum_in_either_orientation(widths: tuple[int, int]) -> None:
     g = torch.Generator().manual_seed(sum(widths))
     a = torch.randn(3000, widths[0], generator=g)
