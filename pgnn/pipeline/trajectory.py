@@ -27,7 +27,7 @@ from pgnn.pipeline.standalone import train_project
 
 REFERENCE_PATH = Path(__file__).with_name("reference_trajectory.json")
 PRESET = "small_painted_car"
-FRAMES = 24
+FRAMES = 8
 STEPS = 200
 
 
