@@ -70,6 +70,11 @@ class _ChunkedMaxConv(MessagePassing):
         self.max_edges_per_chunk = max_edges_per_chunk
         self.checkpoint_chunks = checkpoint_chunks
 
+    def _set_jittable_templates(self, raise_on_error: bool = False) -> None:
+        """Keep ``MessagePassing.propagate`` as it is. PyG would render a TorchScript-ready ``propagate`` from
+        its jinja template into a file it leaves in the system's temp folder (``delete=False``), one per
+        class and process; pgnn does not script its models, and writes no file it does not own."""
+
     def edges_per_chunk(self, device: torch.device | str) -> int:
         """``max_edges_per_chunk``, or ``DEFAULT_EDGES_PER_CHUNK`` for ``device``."""
         kind = torch.device(device).type

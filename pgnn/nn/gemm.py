@@ -4,7 +4,9 @@ A CPU float32 product here is pgnn's own kernel (numba, no fast-math): each outp
 ``sum_k a[i, k] * b[k, j]`` accumulated from zero in the order k = 0, 1, ..., each product and each sum
 rounded once (no fused multiply-add), then the bias added. IEEE arithmetic in a fixed order gives the same
 bits on every x86-64 CPU and any vector width (numba compiles the loop over j for the machine it runs on; that
-changes the speed, not a bit: ``tests/nn/test_gemm.py`` compiles it for other CPUs). MKL's sgemm, even in its
+changes the speed, not a bit: ``tests/nn/test_gemm.py`` compiles it for other CPUs). The kernels work in
+register tiles of 4 x 16 and 4 x 8 outputs (``gemm_tiles``, written by ``gemm_codegen``) that LLVM's SLP
+vectorizer keeps in vector registers, 1.5-4x the speed of a row-at-a-time loop. MKL's sgemm, even in its
 reproducible ``MKL_CBWR=COMPATIBLE`` mode on one thread, trained other weights on an AMD EPYC (Zen 4) than on
 an Intel Xeon (benchmarks/README.md, "Threads that do not change a byte"), and its split of one product over
 its threads changed the bytes with the thread count.
@@ -27,13 +29,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
+import numba
 import numpy as np
 import torch
-from numba import njit
+from numba import njit, types, void
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
 from pgnn.core.cpu import set_mkl_threads
+from pgnn.nn import gemm_tiles
 
 ROW_ALIGN = 64
 """Blocks start at multiples of this many rows (a 64-byte-aligned row for any width)."""
@@ -126,77 +130,132 @@ def _cancel_and_run(future: Future, task: Callable[[], None]) -> bool:
     return True
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@contextmanager
+def slp_vectorized() -> Iterator[None]:
+    """LLVM's SLP vectorizer on while numba compiles (numba's default is off): it packs a tile's scalar sums
+    into vector registers. It keeps every IEEE operation as written, like the loop vectorizer without
+    fast-math; only the functions compiled inside get it."""
+    before = numba.config.SLP_VECTORIZE
+    numba.config.SLP_VECTORIZE = 1
+    try:
+        yield
+    finally:
+        numba.config.SLP_VECTORIZE = before
+
+
+WIDE, NARROW = gemm_tiles.COLS
+ROWS = gemm_tiles.ROWS
+assert ROWS == 4, "_four_rows covers the last columns of a tile's rows"
+ROW_SUM_BLOCK = 256
+"""Rows of ``a`` and ``b`` per pass of the row sum over its tiles (two 256 x 300 float32 blocks: 600 KB, in a
+core's L2 cache)."""
+
+_kernel = njit(cache=True, nogil=True, boundscheck=False)
+# Tiles and helpers are inlined where they are called (numba's IR inlining): there a tile's column index comes
+# from a range that starts at 0, so LLVM knows it is not negative (numba wraps negative indices) and loads the
+# tile's columns of a row as one vector; called, with the index an argument, the same tile ran 3-8x slower.
+# (The helpers' own loops count in unsigned integers, which numba does not wrap.)
+_tile = njit(inline="always", nogil=True, boundscheck=False)
+_product_wide = _tile(gemm_tiles.product_tile_16)
+_product_narrow = _tile(gemm_tiles.product_tile_8)
+_row_sum_wide = _tile(gemm_tiles.row_sum_tile_16)
+_row_sum_narrow = _tile(gemm_tiles.row_sum_tile_8)
+
+
+@_tile
+def _add_scaled(x: float, src: np.ndarray, dst: np.ndarray, j0: int, j1: int) -> None:
+    """``dst[j0:j1] += x * src[j0:j1]``, each product and sum rounded once (unsigned indices: numba then
+    does not wrap them, and the loop vectorizes)."""
+    for j in range(np.uint64(j0), np.uint64(j1)):
+        dst[j] += x * src[j]
+
+
+@_tile
+def _four_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, i: int, j0: int, j1: int) -> None:
+    """``out[i:i + 4, j0:j1] = a[i:i + 4] @ b[:, j0:j1]`` summed from zero over k in order, the four rows
+    sharing each load of ``b[k]``: the columns of a tile's ``ROWS`` (= 4) rows that no tile covers."""
+    r0, r1, r2, r3 = out[i], out[i + 1], out[i + 2], out[i + 3]
+    for j in range(np.uint64(j0), np.uint64(j1)):
+        r0[j] = r1[j] = r2[j] = r3[j] = 0.0
+    for k in range(b.shape[0]):
+        x0, x1, x2, x3 = a[i, k], a[i + 1, k], a[i + 2, k], a[i + 3, k]
+        bk = b[k]
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            y = bk[j]
+            r0[j] += x0 * y
+            r1[j] += x1 * y
+            r2[j] += x2 * y
+            r3[j] += x3 * y
+
+
+@_kernel
 def _rows_kernel(
     a: np.ndarray, b: np.ndarray, bias: np.ndarray, out: np.ndarray, start: int, stop: int
 ) -> None:
-    """``out[i] = (sum over k in order of a[i, k] * b[k]) + bias`` for rows ``start:stop`` (an empty ``bias``:
-    none); float32 throughout, no fused multiply-add. Four rows at a time share each load of ``b[k]`` (2.4x
-    the speed of one row at width 64, 1.1x at 300); every element's sums are in the same order."""
-    depth, width = b.shape
+    """``out[i] = (sum over k in order of a[i, k] * b[k]) + bias`` for rows ``start:stop`` (an empty
+    ``bias``: none); float32 throughout, no fused multiply-add. ``ROWS`` rows at a time go through the
+    register tiles (``WIDE`` columns, then one ``NARROW``; the last columns of the four rows in one loop that
+    shares each load of ``b[k]``), the last rows one at a time; every element's sums are in the same order."""
+    width = b.shape[1]
+    wide = width - width % WIDE
+    narrow = width - width % NARROW
     i = start
-    while i < stop:
-        if i + 4 > stop:
-            _accumulate_row(a[i], b, out[i])
-            i += 1
-            continue
-        r0, r1, r2, r3 = out[i], out[i + 1], out[i + 2], out[i + 3]
-        for j in range(width):
-            r0[j] = r1[j] = r2[j] = r3[j] = 0.0
-        for k in range(depth):
-            x0, x1, x2, x3 = a[i, k], a[i + 1, k], a[i + 2, k], a[i + 3, k]
-            bk = b[k]
-            for j in range(width):
-                y = bk[j]
-                r0[j] += x0 * y
-                r1[j] += x1 * y
-                r2[j] += x2 * y
-                r3[j] += x3 * y
-        i += 4
-    for i in range(start, stop):
-        row = out[i]
+    while i + ROWS <= stop:
+        for j in range(0, wide, WIDE):
+            _product_wide(a, b, out, i, j)
+        if narrow > wide:
+            _product_narrow(a, b, out, i, wide)
+        if width > narrow:
+            _four_rows(a, b, out, i, narrow, width)
+        i += ROWS
+    for r in range(i, stop):
+        row = out[r]
+        row[:] = 0.0
+        for k in range(b.shape[0]):
+            _add_scaled(a[r, k], b[k], row, 0, width)
+    for r in range(start, stop):
+        row = out[r]
         for j in range(bias.shape[0]):
             row[j] += bias[j]
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
-def _accumulate_row(x: np.ndarray, b: np.ndarray, row: np.ndarray) -> None:
-    """``row = sum over k in order of x[k] * b[k]`` (a vector-matrix product, from zero)."""
-    for j in range(row.shape[0]):
-        row[j] = 0.0
-    for k in range(b.shape[0]):
-        xk = x[k]
-        bk = b[k]
-        for j in range(row.shape[0]):
-            row[j] += xk * bk[j]
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
+@_kernel
 def _row_sum_kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out = a.T @ b``: ``out[c, j] = sum over rows r in order of a[r, c] * b[r, j]``. Four output rows at
-    a time share each load of ``b[r]``; every element's sums are in the same order."""
+    """``out = a.T @ b``: ``out[c, j] = sum over rows r in order of a[r, c] * b[r, j]``, ``ROWS`` output
+    rows at a time through the register tiles, over blocks of ``ROW_SUM_BLOCK`` rows (each element
+    continues its sum block after block); the columns and rows no tile covers one at a time."""
     columns, width = out.shape
-    for c in range(columns):
-        for j in range(width):
-            out[c, j] = 0.0
-    for r in range(a.shape[0]):
-        br = b[r]
-        c = 0
-        while c + 4 <= columns:
-            o0, o1, o2, o3 = out[c], out[c + 1], out[c + 2], out[c + 3]
-            x0, x1, x2, x3 = a[r, c], a[r, c + 1], a[r, c + 2], a[r, c + 3]
-            for j in range(width):
-                y = br[j]
-                o0[j] += x0 * y
-                o1[j] += x1 * y
-                o2[j] += x2 * y
-                o3[j] += x3 * y
-            c += 4
-        while c < columns:
-            o, x = out[c], a[r, c]
-            for j in range(width):
-                o[j] += x * br[j]
-            c += 1
+    wide = width - width % WIDE
+    narrow = width - width % NARROW
+    tiled = columns - columns % ROWS
+    out[:, :] = 0.0
+    for r0 in range(0, a.shape[0], ROW_SUM_BLOCK):
+        r1 = min(r0 + ROW_SUM_BLOCK, a.shape[0])
+        for c in range(0, tiled, ROWS):
+            for j in range(0, wide, WIDE):
+                _row_sum_wide(a, b, out, r0, r1, c, j)
+            if narrow > wide:
+                _row_sum_narrow(a, b, out, r0, r1, c, wide)
+        for r in range(r0, r1):
+            br = b[r]
+            for c in range(tiled):
+                _add_scaled(a[r, c], br, out[c], narrow, width)
+            for c in range(tiled, columns):
+                o, x = out[c], a[r, c]
+                for j in range(width):
+                    o[j] += x * br[j]
+
+
+_MATRIX = types.float32[:, ::1]
+
+
+@functools.cache
+def _compiled() -> None:
+    """Compile the kernels for float32 C-contiguous arrays with the SLP vectorizer on, once per process (or
+    load them from numba's cache: ``pgnn/nn/__pycache__``)."""
+    with slp_vectorized():
+        _rows_kernel.compile(void(_MATRIX, _MATRIX, types.float32[::1], _MATRIX, types.int64, types.int64))
+        _row_sum_kernel.compile(void(_MATRIX, _MATRIX, _MATRIX))
 
 
 def _array(t: Tensor) -> np.ndarray:
@@ -218,6 +277,7 @@ def product_tasks(out: Tensor, a: Tensor, b: Tensor, bias: Tensor | None = None)
     """
     arrays = _array(a), _array(b), _array(bias) if bias is not None else np.empty(0, np.float32)
     target = out.detach().numpy()
+    _compiled()
     blocks = _row_blocks(a.shape[0], 2 * a.shape[1] * b.shape[1], _pool_threads)
     return [functools.partial(_rows_kernel, *arrays, target, start, stop) for start, stop in blocks]
 
@@ -228,6 +288,7 @@ def row_sum_task(out: Tensor, a: Tensor, b: Tensor) -> Callable[[], None]:
     Shapes:
         a: (E, K), b: (E, M), out: (K, M)
     """
+    _compiled()
     return functools.partial(_row_sum_kernel, _array(a), _array(b), out.detach().numpy())
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pydantic
@@ -710,3 +714,19 @@ def test_inference_mode_matches_grad_mode(graph: GraphInput) -> None:
     b = model(graph)
     assert torch.equal(a[0], b[0].detach()) and torch.equal(a[1], b[1].detach())
     assert F.softmax(a[0], dim=-1).shape == a[0].shape
+
+
+def test_building_a_model_writes_no_temp_file(tmp_path: Path) -> None:
+    """PyG's ``MessagePassing`` renders a ``propagate`` per class into a file it never deletes; pgnn's
+    operators keep the plain one, so a process that builds a model leaves its temp folder empty."""
+    script = (
+        "import torch\n"
+        "from pgnn.config.network import MODEL_PRESETS\n"
+        "from pgnn.nn.model import PointGNN\n"
+        "from pgnn.nn.conv import PointGNNConv\n"
+        "model = PointGNN(MODEL_PRESETS['car_T1'])\n"
+        "assert PointGNNConv.propagate.__module__ == 'torch_geometric.nn.conv.message_passing'\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=300)
+    assert list(tmp_path.iterdir()) == []

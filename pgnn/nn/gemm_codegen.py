@@ -1,0 +1,100 @@
+"""Writes ``pgnn/nn/gemm_tiles.py``: the straight-line register tiles of pgnn's matrix products.
+
+A tile keeps ``ROWS x cols`` output elements in scalar locals across the whole sum, so that LLVM's SLP
+vectorizer (switched on for these functions only, :func:`pgnn.nn.gemm.slp_vectorized`) holds them in vector
+registers: each load of ``b`` then serves ``ROWS`` rows, and no partial sum goes through memory. numba has no
+vector types or register arrays (a local array lives on the heap), so the locals are written out one by one;
+this module writes them. Every element is still ``((0 + p_0) + p_1) + ...`` in the order of the sum, each
+product and sum rounded once: the tiles change the speed, not a bit.
+
+Run ``python -m pgnn.nn.gemm_codegen`` after changing it (``tests/nn/test_gemm.py`` checks the file is
+current), then delete ``pgnn/nn/__pycache__/gemm.*.nb[ci]``: the tiles are inlined into pgnn.nn.gemm's
+kernels, and numba keys their cache on gemm.py alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROWS = 4
+"""Output rows per tile (rows of the product, columns of ``a`` for the row sum). Eight ran 5-25% faster but
+took twice as long to compile (about 8 s on a fresh clone); pgnn.nn.gemm's loop for a tile's last columns
+is written for four."""
+
+COLS = (16, 8)
+"""Output columns per tile: a wide tile, then one narrow tile for the remainder (the last ``< 8`` columns
+are the caller's)."""
+
+TARGET = Path(__file__).with_name("gemm_tiles.py")
+
+HEADER = '''"""Register tiles of pgnn's matrix products (``python -m pgnn.nn.gemm_codegen`` writes this file).
+
+Do not edit: change the generator. Plain Python functions; pgnn.nn.gemm compiles them with numba (SLP
+vectorizer on, no fast-math). Each output element is summed from zero in the order of the sum, each product
+and sum rounded once.
+"""
+
+import numpy as np
+'''
+
+
+def _names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{n}" for n in range(count)]
+
+
+def _accumulators(cols: int) -> list[list[str]]:
+    return [[f"c{r}_{c}" for c in range(cols)] for r in range(ROWS)]
+
+
+def _body(acc: list[list[str]], x_of: str, y_of: str, loop: str, indent: str) -> list[str]:
+    """The sum's loop: load the ``ROWS`` scalars of ``a`` and the ``cols`` of ``b``, update every local."""
+    cols = len(acc[0])
+    lines = [f"{indent}{loop}"]
+    lines += [f"{indent}    x{r} = {x_of.format(r=r)}" for r in range(ROWS)]
+    lines += [f"{indent}    y{c} = {y_of.format(c=c)}" for c in range(cols)]
+    lines += [f"{indent}    {acc[r][c]} += x{r} * y{c}" for r in range(ROWS) for c in range(cols)]
+    return lines
+
+
+def _product_tile(cols: int) -> list[str]:
+    acc = _accumulators(cols)
+    lines = [
+        "",
+        "",
+        f"def product_tile_{cols}(a, b, out, i, j):",
+        f'    """``out[i:i + {ROWS}, j:j + {cols}] = a[i:i + {ROWS}] @ b[:, j:j + {cols}]``, each element',
+        '    summed from zero over k in order."""',
+    ]
+    lines += [f"    {name} = np.float32(0.0)" for row in acc for name in row]
+    lines += _body(acc, "a[i + {r}, k]", "b[k, j + {c}]", "for k in range(b.shape[0]):", "    ")
+    lines += [f"    out[i + {r}, j + {c}] = {acc[r][c]}" for r in range(ROWS) for c in range(cols)]
+    return lines
+
+
+def _row_sum_tile(cols: int) -> list[str]:
+    acc = _accumulators(cols)
+    lines = [
+        "",
+        "",
+        f"def row_sum_tile_{cols}(a, b, out, r0, r1, i, j):",
+        f'    """``out[i:i + {ROWS}, j:j + {cols}] += a[r0:r1, i:i + {ROWS}].T @ b[r0:r1, j:j + {cols}]``,',
+        '    each element continuing its sum over the rows r0, r0 + 1, ... in order."""',
+    ]
+    lines += [f"    {acc[r][c]} = out[i + {r}, j + {c}]" for r in range(ROWS) for c in range(cols)]
+    lines += _body(acc, "a[r, i + {r}]", "b[r, j + {c}]", "for r in range(r0, r1):", "    ")
+    lines += [f"    out[i + {r}, j + {c}] = {acc[r][c]}" for r in range(ROWS) for c in range(cols)]
+    return lines
+
+
+def source() -> str:
+    """The text of ``gemm_tiles.py``."""
+    lines = [HEADER.rstrip("\n"), "", f"ROWS = {ROWS}", f"COLS = {COLS}"]
+    for cols in COLS:
+        lines += _product_tile(cols)
+    for cols in COLS:
+        lines += _row_sum_tile(cols)
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    TARGET.write_text(source())
