@@ -250,23 +250,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SharedScopeScheduling(config, log)
 
 
-# The slowest scopes, slowest first (seconds of pytest's durations per module, summed over its tests, in one
-# clean-clone run of the suite, 2026-12-07). ``--no-loadscope-reorder`` (pyproject.toml) has xdist hand the
-# scopes out in collection order, one when a worker is nearly out of work, so these start first and the
-# run does not end with one long module on one worker and the other core idle. (xdist's own order is by
-# the number of tests in a scope, which put these late.)
+# The slowest scopes, slowest first (pytest's durations summed per module, from the JUnit XML of a clean-clone
+# run of the suite at e14af55, 2026-12-07: 1,758 s over both workers). ``--no-loadscope-reorder``
+# (pyproject.toml) has xdist hand the scopes out in collection order, one when a worker is nearly out of
+# work, so these start first and the run does not end with one long module on one worker and the other core
+# idle. (xdist's own order is by the number of tests in a scope, which put some of these late.)
 SLOWEST_FIRST = (
-    "tests/docs/test_run_docs.py",
-    "tests/pipeline/test_trajectory.py",
-    "tests/pipeline/test_drivers.py",
-    "tests/pipeline/test_dvc_pipeline.py",
-    "tests/commands/test_detect.py",
-    "tests/nn/test_export.py",
-    "tests/pipeline/test_train_command.py",
-    "tests/training/test_train_step_reference.py",
-    "tests/pipeline/test_flows.py",
-    "tests/pipeline/test_deployment.py",
-    "tests/training/test_multinode.py",
+    "tests/pipeline/test_dvc_pipeline.py",  # 227 s
+    "tests/pipeline/test_drivers.py",  # 227 s
+    "tests/docs/test_run_docs.py",  # 216 s
+    "tests/pipeline/test_trajectory.py",  # 159 s
+    "tests/nn/test_export.py",  # 143 s
+    "tests/commands/test_detect.py",  # 119 s, with tests/inference/test_predict.py (SHARED_SCOPES)
+    "tests/pipeline/test_train_command.py",  # 117 s
+    "tests/training/test_train_step_reference.py",  # 85 s
+    "tests/pipeline/test_flows.py",  # 59 s
+    "tests/pipeline/test_deployment.py",  # 40 s
+    "tests/training/test_multinode.py",  # 36 s
 )
 
 
