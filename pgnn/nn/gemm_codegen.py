@@ -38,57 +38,80 @@ import numpy as np
 '''
 
 
-def _names(prefix: str, count: int) -> list[str]:
-    return [f"{prefix}{n}" for n in range(count)]
+PER_LINE = 4
+"""Assignments per line (as one tuple assignment), so the file stays short and each line under 110 columns."""
 
 
-def _accumulators(cols: int) -> list[list[str]]:
-    return [[f"c{r}_{c}" for c in range(cols)] for r in range(ROWS)]
+def _accumulators(cols: int) -> list[str]:
+    """The tile's locals, row by row: ``c{row}_{col}``."""
+    return [f"c{r}_{c}" for r in range(ROWS) for c in range(cols)]
 
 
-def _body(acc: list[list[str]], x_of: str, y_of: str, loop: str, indent: str) -> list[str]:
-    """The sum's loop: load the ``ROWS`` scalars of ``a`` and the ``cols`` of ``b``, update every local."""
-    cols = len(acc[0])
-    lines = [f"{indent}{loop}"]
-    lines += [f"{indent}    x{r} = {x_of.format(r=r)}" for r in range(ROWS)]
-    lines += [f"{indent}    y{c} = {y_of.format(c=c)}" for c in range(cols)]
-    lines += [f"{indent}    {acc[r][c]} += x{r} * y{c}" for r in range(ROWS) for c in range(cols)]
+def _assign(targets: list[str], values: list[str], indent: str) -> list[str]:
+    """``targets[n] = values[n]``, :data:`PER_LINE` to a line."""
+    lines = []
+    for n in range(0, len(targets), PER_LINE):
+        lines.append(
+            f"{indent}{', '.join(targets[n : n + PER_LINE])} = {', '.join(values[n : n + PER_LINE])}"
+        )
+    return lines
+
+
+def _tile(
+    signature: str, doc: tuple[str, str], start: str, loop: str, x_of: str, y_of: str, cols: int
+) -> list[str]:
+    """A tile function: the rows of ``out`` (``o0`` ...), ``start`` (``ZERO`` or the local's ``out`` element)
+    in every local, the sum's ``loop`` (load the ``ROWS`` scalars of ``a`` and the ``cols`` of ``b``, add
+    every product), then the stores."""
+    acc = _accumulators(cols)
+    rows = [f"o{r}" for r in range(ROWS)]
+    stores = [f"o{r}[j + {c}]" for r in range(ROWS) for c in range(cols)]
+    xs, ys = [f"x{r}" for r in range(ROWS)], [f"y{c}" for c in range(cols)]
+    lines = ["", "", f"def {signature}:", f'    """{doc[0]}', f'    {doc[1]}"""']
+    lines += _assign(rows, [f"out[i + {r}]" for r in range(ROWS)], "    ")
+    lines += _assign(acc, [start.format(store=store) for store in stores], "    ")
+    lines.append(f"    {loop}")
+    lines += _assign(xs, [x_of.format(r=r) for r in range(ROWS)], "        ")
+    lines += _assign(ys, [y_of.format(c=c) for c in range(cols)], "        ")
+    products = [f"{acc[r * cols + c]} + x{r} * y{c}" for r in range(ROWS) for c in range(cols)]
+    lines += _assign(acc, products, "        ")
+    lines += _assign(stores, acc, "    ")
     return lines
 
 
 def _product_tile(cols: int) -> list[str]:
-    acc = _accumulators(cols)
-    lines = [
-        "",
-        "",
-        f"def product_tile_{cols}(a, b, out, i, j):",
-        f'    """``out[i:i + {ROWS}, j:j + {cols}] = a[i:i + {ROWS}] @ b[:, j:j + {cols}]``, each element',
-        '    summed from zero over k in order."""',
-    ]
-    lines += [f"    {name} = np.float32(0.0)" for row in acc for name in row]
-    lines += _body(acc, "a[i + {r}, k]", "b[k, j + {c}]", "for k in range(b.shape[0]):", "    ")
-    lines += [f"    out[i + {r}, j + {c}] = {acc[r][c]}" for r in range(ROWS) for c in range(cols)]
-    return lines
+    return _tile(
+        f"product_tile_{cols}(a, b, out, i, j)",
+        (
+            f"``out[i:i + {ROWS}, j:j + {cols}] = a[i:i + {ROWS}] @ b[:, j:j + {cols}]``, each element",
+            "summed from zero over k in order.",
+        ),
+        "ZERO",
+        "for k in range(b.shape[0]):",
+        "a[i + {r}, k]",
+        "b[k, j + {c}]",
+        cols,
+    )
 
 
 def _row_sum_tile(cols: int) -> list[str]:
-    acc = _accumulators(cols)
-    lines = [
-        "",
-        "",
-        f"def row_sum_tile_{cols}(a, b, out, r0, r1, i, j):",
-        f'    """``out[i:i + {ROWS}, j:j + {cols}] += a[r0:r1, i:i + {ROWS}].T @ b[r0:r1, j:j + {cols}]``,',
-        '    each element continuing its sum over the rows r0, r0 + 1, ... in order."""',
-    ]
-    lines += [f"    {acc[r][c]} = out[i + {r}, j + {c}]" for r in range(ROWS) for c in range(cols)]
-    lines += _body(acc, "a[r, i + {r}]", "b[r, j + {c}]", "for r in range(r0, r1):", "    ")
-    lines += [f"    out[i + {r}, j + {c}] = {acc[r][c]}" for r in range(ROWS) for c in range(cols)]
-    return lines
+    return _tile(
+        f"row_sum_tile_{cols}(a, b, out, r0, r1, i, j)",
+        (
+            f"``out[i:i + {ROWS}, j:j + {cols}] += a[r0:r1, i:i + {ROWS}].T @ b[r0:r1, j:j + {cols}]``,",
+            "each element continuing its sum over the rows r0, r0 + 1, ... in order.",
+        ),
+        "{store}",
+        "for r in range(r0, r1):",
+        "a[r, i + {r}]",
+        "b[r, j + {c}]",
+        cols,
+    )
 
 
 def source() -> str:
     """The text of ``gemm_tiles.py``."""
-    lines = [HEADER.rstrip("\n"), "", f"ROWS = {ROWS}", f"COLS = {COLS}"]
+    lines = [HEADER.rstrip("\n"), "", f"ROWS = {ROWS}", f"COLS = {COLS}", "ZERO = np.float32(0.0)"]
     for cols in COLS:
         lines += _product_tile(cols)
     for cols in COLS:
