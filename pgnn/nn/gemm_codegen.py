@@ -15,6 +15,7 @@ kernels, and numba keys their cache on gemm.py alone.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 ROWS = 4
 """Output rows per tile (rows of the product, columns of ``a`` for the row sum). Eight ran 5-25% faster but
@@ -57,65 +58,70 @@ def _assign(targets: list[str], values: list[str], indent: str) -> list[str]:
     return lines
 
 
-def _tile(
-    signature: str, doc: tuple[str, str], start: str, loop: str, x_of: str, y_of: str, cols: int
-) -> list[str]:
-    """A tile function: the rows of ``out`` (``o0`` ...), ``start`` (``ZERO`` or the local's ``out`` element)
-    in every local, the sum's ``loop`` (load the ``ROWS`` scalars of ``a`` and the ``cols`` of ``b``, add
-    every product), then the stores."""
-    acc = _accumulators(cols)
-    rows = [f"o{r}" for r in range(ROWS)]
-    stores = [f"o{r}[j + {c}]" for r in range(ROWS) for c in range(cols)]
-    xs, ys = [f"x{r}" for r in range(ROWS)], [f"y{c}" for c in range(cols)]
-    lines = ["", "", f"def {signature}:", f'    """{doc[0]}', f'    {doc[1]}"""']
-    lines += _assign(rows, [f"out[i + {r}]" for r in range(ROWS)], "    ")
-    lines += _assign(acc, [start.format(store=store) for store in stores], "    ")
-    lines.append(f"    {loop}")
-    lines += _assign(xs, [x_of.format(r=r) for r in range(ROWS)], "        ")
-    lines += _assign(ys, [y_of.format(c=c) for c in range(cols)], "        ")
-    products = [f"{acc[r * cols + c]} + x{r} * y{c}" for r in range(ROWS) for c in range(cols)]
-    lines += _assign(acc, products, "        ")
-    lines += _assign(stores, acc, "    ")
-    return lines
+class Kind(NamedTuple):
+    """One kind of tile; ``{cols}`` and ``{rows}`` in its texts are the tile's size."""
+
+    signature: str
+    doc: tuple[str, str]
+    start: str
+    """Each local's first value: ``ZERO``, or ``{store}`` (the ``out`` element it continues)."""
+    loop: str
+    x_of: str
+    y_of: str
 
 
-def _product_tile(cols: int) -> list[str]:
-    return _tile(
-        f"product_tile_{cols}(a, b, out, i, j)",
+KINDS = (
+    Kind(
+        "product_tile_{cols}(a, b, out, i, j)",
         (
-            f"``out[i:i + {ROWS}, j:j + {cols}] = a[i:i + {ROWS}] @ b[:, j:j + {cols}]``, each element",
+            "``out[i:i + {rows}, j:j + {cols}] = a[i:i + {rows}] @ b[:, j:j + {cols}]``, each element",
             "summed from zero over k in order.",
         ),
         "ZERO",
         "for k in range(b.shape[0]):",
         "a[i + {r}, k]",
         "b[k, j + {c}]",
-        cols,
-    )
-
-
-def _row_sum_tile(cols: int) -> list[str]:
-    return _tile(
-        f"row_sum_tile_{cols}(a, b, out, r0, r1, i, j)",
+    ),
+    Kind(
+        "row_sum_tile_{cols}(a, b, out, r0, r1, i, j)",
         (
-            f"``out[i:i + {ROWS}, j:j + {cols}] += a[r0:r1, i:i + {ROWS}].T @ b[r0:r1, j:j + {cols}]``,",
+            "``out[i:i + {rows}, j:j + {cols}] += a[r0:r1, i:i + {rows}].T @ b[r0:r1, j:j + {cols}]``,",
             "each element continuing its sum over the rows r0, r0 + 1, ... in order.",
         ),
         "{store}",
         "for r in range(r0, r1):",
         "a[r, i + {r}]",
         "b[r, j + {c}]",
-        cols,
-    )
+    ),
+)
+
+
+def _tile(kind: Kind, cols: int) -> list[str]:
+    """A tile function: the rows of ``out`` (``o0`` ...), ``kind.start`` in every local, the sum's loop
+    (load the ``ROWS`` scalars of ``a`` and the ``cols`` of ``b``, add every product), then the stores."""
+    acc = _accumulators(cols)
+    rows = [f"o{r}" for r in range(ROWS)]
+    stores = [f"o{r}[j + {c}]" for r in range(ROWS) for c in range(cols)]
+    xs, ys = [f"x{r}" for r in range(ROWS)], [f"y{c}" for c in range(cols)]
+    doc = [line.format(rows=ROWS, cols=cols) for line in kind.doc]
+    lines = ["", "", f"def {kind.signature.format(cols=cols)}:", f'    """{doc[0]}', f'    {doc[1]}"""']
+    lines += _assign(rows, [f"out[i + {r}]" for r in range(ROWS)], "    ")
+    lines += _assign(acc, [kind.start.format(store=store) for store in stores], "    ")
+    lines.append(f"    {kind.loop}")
+    lines += _assign(xs, [kind.x_of.format(r=r) for r in range(ROWS)], "        ")
+    lines += _assign(ys, [kind.y_of.format(c=c) for c in range(cols)], "        ")
+    products = [f"{acc[r * cols + c]} + x{r} * y{c}" for r in range(ROWS) for c in range(cols)]
+    lines += _assign(acc, products, "        ")
+    lines += _assign(stores, acc, "    ")
+    return lines
 
 
 def source() -> str:
     """The text of ``gemm_tiles.py``."""
     lines = [HEADER.rstrip("\n"), "", f"ROWS = {ROWS}", f"COLS = {COLS}", "ZERO = np.float32(0.0)"]
-    for cols in COLS:
-        lines += _product_tile(cols)
-    for cols in COLS:
-        lines += _row_sum_tile(cols)
+    for kind in KINDS:
+        for cols in COLS:
+            lines += _tile(kind, cols)
     return "\n".join(lines) + "\n"
 
 
